@@ -1,0 +1,184 @@
+//! Read-cache replacement policies, one file per algorithm, behind [`ReadPolicy`].
+//!
+//! A policy is a sans-IO state machine: it is told of accesses and answers hit or miss and which
+//! keys it evicts. It never reads a clock (the logical clock arrives in [`Access::now`]), never
+//! performs I/O and never allocates per access once built: entries live in a fixed arena sized
+//! from the capacity.
+//!
+//! Keys and sizes are abstract. In block mode a key is a logical block number (`Lba`) and every
+//! entry has size 1, so capacity counts blocks. In libCacheSim-compatible object mode a key is
+//! an object id, the size is its byte size and capacity is in bytes.
+
+use crate::error::{Error, Result};
+
+/// What the array tells a cost-aware policy (VDF) about the price of a miss.
+///
+/// Implemented by the array (`crate::array`), whose I/O planner derives it, and by
+/// [`UniformCost`] where there is no array (object mode, plain cache studies).
+pub trait MissCost {
+    /// Number of disks, i.e. cost groups. Constant for the life of the oracle.
+    fn disks(&self) -> u32;
+    /// Disk holding block `key`. A pure function of the layout: the same key always maps to
+    /// the same disk, whatever the mode, so a policy may cache it with the entry.
+    /// Callee guarantees the result is `< disks()`.
+    fn disk_of(&self, key: u64) -> u32;
+    /// Disk blocks that must be read from surviving disks to fetch one block stored on `disk`
+    /// in the current mode: 1 for a healthy disk, `n - 1` for the failed disk of an n-disk
+    /// RAID-5. May change between calls when a disk fails mid-run; a policy must not cache it.
+    fn penalty(&self, disk: u32) -> u32;
+    /// Whether any disk is failed. Cost-aware policies behave exactly like their plain
+    /// counterparts while this is false.
+    fn degraded(&self) -> bool;
+}
+
+/// A [`MissCost`] for a single healthy device: every miss costs one block.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UniformCost;
+
+impl MissCost for UniformCost {
+    fn disks(&self) -> u32 {
+        1
+    }
+    fn disk_of(&self, _key: u64) -> u32 {
+        0
+    }
+    fn penalty(&self, _disk: u32) -> u32 {
+        1
+    }
+    fn degraded(&self) -> bool {
+        false
+    }
+}
+
+/// One access as a policy sees it.
+#[derive(Clone, Copy)]
+pub struct Access<'a> {
+    /// Block number (block mode) or object id (object mode).
+    pub key: u64,
+    /// Entry size in capacity units: 1 in block mode, bytes in object mode. Always >= 1.
+    pub size: u32,
+    /// Logical clock: the number of block (or object) requests seen before this one. Strictly
+    /// increasing across calls to [`ReadPolicy::get`]; `insert` after a missed `get` carries
+    /// the same value.
+    pub now: u64,
+    /// Miss-cost oracle of the array below.
+    pub cost: &'a dyn MissCost,
+}
+
+/// A read-cache replacement policy.
+///
+/// Protocol (the caller's obligations): for every request the caller calls [`get`]; if it
+/// returns `false` and the caller wants the block cached, it calls [`insert`] with the same
+/// `Access` before the next `get`. [`remove`] may be called at any time (a write invalidating
+/// the cached copy). Policies rely on this order (e.g. ARC and MQ consult their history on the
+/// missed `get` and use that at `insert`).
+///
+/// The callee's obligations: `used() <= capacity()` after every call; `len()` counts resident
+/// entries only (not ghost/history entries); in block mode (every size 1) no allocation after
+/// construction — the arena is sized from the capacity. In object mode the number of entries
+/// is unknown up front, so the arena may grow geometrically (amortised, never shrinks).
+///
+/// [`get`]: ReadPolicy::get
+/// [`insert`]: ReadPolicy::insert
+/// [`remove`]: ReadPolicy::remove
+pub trait ReadPolicy {
+    /// Short lowercase name as used in configs (`"lru"`, `"vdf-lfu"`).
+    fn name(&self) -> &'static str;
+
+    /// Look up `acc.key`. On a hit, update the policy's recency/frequency state and return
+    /// `true`. On a miss return `false`; resident entries are unchanged, although history
+    /// (ghost) state may be read or updated.
+    fn get(&mut self, acc: &Access<'_>) -> bool;
+
+    /// Insert `acc.key`, which the caller guarantees is not resident. Evicts as needed to make
+    /// room, appending each victim's key to `evicted` (the caller clears it between calls).
+    /// Returns `false`, caching nothing and evicting nothing, when the entry can never fit
+    /// (`acc.size > capacity()`).
+    fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool;
+
+    /// Drop `key` if resident (no ghost entry is created). Returns whether it was resident.
+    fn remove(&mut self, key: u64) -> bool;
+
+    /// Whether `key` is resident, without touching any state.
+    fn contains(&self, key: u64) -> bool;
+
+    /// Number of resident entries.
+    fn len(&self) -> usize;
+
+    /// Whether nothing is resident.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Capacity units in use (sum of resident sizes).
+    fn used(&self) -> u64;
+
+    /// Capacity in units (blocks, or bytes in object mode).
+    fn capacity(&self) -> u64;
+
+    /// Heap bytes held by the policy's metadata (arena, index, ghost lists), for the
+    /// bytes-per-cached-block figure of the benchmark.
+    fn metadata_bytes(&self) -> usize;
+}
+
+/// Which policy to build, with its tunables. Filled from the `[cache]` table by
+/// `crate::config`; defaults follow the original papers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicySpec {
+    Lru,
+    Fifo,
+    Lfu,
+    Clock,
+    /// Full 2Q (Johnson and Shasha): `kin` share of capacity for A1in, `kout` share (of
+    /// capacity, counted in entries) for the A1out ghost queue.
+    TwoQ { kin: f64, kout: f64 },
+    Arc,
+    /// Multi-Queue (Zhou, Philbin, Li): `queues` LRU queues, `lifetime` in requests, history
+    /// (Qout) of `history_factor` x the capacity in entries.
+    Mq {
+        queues: u32,
+        lifetime: u64,
+        history_factor: u32,
+    },
+    VdfLru,
+    VdfLfu,
+}
+
+impl PolicySpec {
+    /// Parse a policy name with default tunables.
+    pub fn from_name(name: &str) -> Option<PolicySpec> {
+        Some(match name {
+            "lru" => PolicySpec::Lru,
+            "fifo" => PolicySpec::Fifo,
+            "lfu" => PolicySpec::Lfu,
+            "clock" => PolicySpec::Clock,
+            "2q" | "twoq" => PolicySpec::TwoQ {
+                kin: 0.25,
+                kout: 0.5,
+            },
+            "arc" => PolicySpec::Arc,
+            "mq" => PolicySpec::Mq {
+                queues: 8,
+                lifetime: 10_000,
+                history_factor: 4,
+            },
+            "vdf-lru" => PolicySpec::VdfLru,
+            "vdf-lfu" => PolicySpec::VdfLfu,
+            _ => return None,
+        })
+    }
+
+    /// Every accepted policy name, for error messages and docs.
+    pub const NAMES: &'static [&'static str] = &[
+        "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu",
+    ];
+}
+
+/// Build the policy `spec` with `capacity` units (blocks, or bytes in object mode).
+pub fn build(spec: &PolicySpec, capacity: u64) -> Result<Box<dyn ReadPolicy>> {
+    if capacity == 0 {
+        return Err(Error::config("cache.capacity", "must be > 0"));
+    }
+    let _ = spec;
+    Err(Error::config("cache.policy", "not implemented yet"))
+}
