@@ -1,1 +1,162 @@
+//! `raidlab._core`: the PyO3 layer. It converts types and errors and nothing else; all logic
+//! is in the `raidlab` crate or in the Python package.
+//!
+//! Configs and results cross the boundary as JSON text, so the binding needs no knowledge of
+//! their shape (the core validates; Python reads the JSON).
 
+use std::path::PathBuf;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
+use pyo3::prelude::*;
+use raidlab::engine::{self, BatchProgress};
+use raidlab::Error;
+
+create_exception!(
+    _core,
+    RaidlabError,
+    PyException,
+    "Base of every raidlab error."
+);
+create_exception!(
+    _core,
+    ConfigError,
+    RaidlabError,
+    "A config key or value is unusable."
+);
+create_exception!(
+    _core,
+    TraceError,
+    RaidlabError,
+    "A trace record is malformed."
+);
+create_exception!(
+    _core,
+    FormatError,
+    TraceError,
+    "A trace's format is unknown."
+);
+create_exception!(
+    _core,
+    RaidlabIOError,
+    RaidlabError,
+    "A file could not be read."
+);
+
+/// The one place core errors become Python exceptions, with the same message and the
+/// location as attributes (`file`, `line`, `key`).
+fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    let msg = e.to_string();
+    let err = match &e {
+        Error::Config { .. } | Error::Syntax { .. } => ConfigError::new_err(msg),
+        Error::Trace { .. } => TraceError::new_err(msg),
+        Error::Format { .. } => FormatError::new_err(msg),
+        Error::Io { .. } => RaidlabIOError::new_err(msg),
+        Error::Cancelled => return PyKeyboardInterrupt::new_err(msg),
+    };
+    let value = err.value(py);
+    // Setting an attribute on a fresh exception instance cannot fail; results are ignored.
+    let _ = match e {
+        Error::Config { key, .. } => value.setattr("key", key),
+        Error::Syntax { file, line, .. } | Error::Trace { file, line, .. } => value
+            .setattr("file", file)
+            .and_then(|_| value.setattr("line", line)),
+        Error::Format { file, .. } => value.setattr("file", file),
+        Error::Io { path, .. } => value.setattr("file", path),
+        Error::Cancelled => Ok(()),
+    };
+    err
+}
+
+fn parse(
+    py: Python<'_>,
+    text: &str,
+    file: Option<&str>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<Vec<raidlab::config::Experiment>> {
+    let dir = base_dir.as_deref();
+    let out = match file {
+        Some(f) => raidlab::config::from_toml(text, f, dir),
+        None => serde_json::from_str(text)
+            .map_err(|e| Error::Syntax {
+                file: "<dict>".into(),
+                line: e.line() as u64,
+                msg: e.to_string(),
+            })
+            .and_then(|v| raidlab::config::from_value(&v, dir)),
+    };
+    out.map_err(|e| to_py(py, e))
+}
+
+/// Validate a config (TOML text with `file` set, else JSON text of a dict) and return each
+/// run as `(name, merged_config_json)`.
+#[pyfunction]
+#[pyo3(signature = (text, file=None, base_dir=None))]
+fn load_config(
+    py: Python<'_>,
+    text: &str,
+    file: Option<&str>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<Vec<(String, String)>> {
+    Ok(parse(py, text, file, base_dir)?
+        .into_iter()
+        .map(|e| (e.name, e.tree.to_string()))
+        .collect())
+}
+
+/// Run every run of a config on `threads` threads. Returns `(name, metrics_json, config_json)`
+/// per run, in order; raises the first run's error if any failed. `progress(runs_done,
+/// runs_total, requests)` is called now and then; if it raises, the batch stops and the
+/// exception propagates.
+#[pyfunction]
+#[pyo3(signature = (text, file=None, base_dir=None, threads=1, progress=None))]
+fn run(
+    py: Python<'_>,
+    text: &str,
+    file: Option<&str>,
+    base_dir: Option<PathBuf>,
+    threads: usize,
+    progress: Option<PyObject>,
+) -> PyResult<Vec<(String, String, String)>> {
+    let exps = parse(py, text, file, base_dir)?;
+    let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let callback = |p: BatchProgress| -> bool {
+        let Some(cb) = &progress else { return true };
+        Python::with_gil(
+            |py| match cb.call1(py, (p.runs_done, p.runs_total, p.requests)) {
+                Ok(_) => py.check_signals().map(|_| true).unwrap_or_else(|e| {
+                    *raised.lock().expect("not poisoned") = Some(e);
+                    false
+                }),
+                Err(e) => {
+                    *raised.lock().expect("not poisoned") = Some(e);
+                    false
+                }
+            },
+        )
+    };
+    let results = py.allow_threads(|| engine::run_batch(&exps, threads, &callback));
+    if let Some(e) = raised.into_inner().expect("not poisoned") {
+        return Err(e);
+    }
+    let mut out = Vec::with_capacity(exps.len());
+    for (exp, res) in exps.into_iter().zip(results) {
+        let m = res.map_err(|e| to_py(py, e))?;
+        out.push((exp.name, m.to_json().to_string(), exp.tree.to_string()));
+    }
+    Ok(out)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", raidlab::VERSION)?;
+    m.add("RaidlabError", py.get_type::<RaidlabError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("TraceError", py.get_type::<TraceError>())?;
+    m.add("FormatError", py.get_type::<FormatError>())?;
+    m.add("RaidlabIOError", py.get_type::<RaidlabIOError>())?;
+    m.add_function(wrap_pyfunction!(load_config, m)?)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    Ok(())
+}

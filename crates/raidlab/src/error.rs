@@ -23,11 +23,19 @@ pub enum Error {
     },
     /// A trace's format could not be recognised or is not supported.
     Format { file: String, msg: String },
+    /// A config file is not valid TOML/JSON. `line` is 1-based.
+    Syntax {
+        file: String,
+        line: u64,
+        msg: String,
+    },
     /// A configuration key is missing, unknown, or holds an unusable value. `key` is the
     /// dotted path (`array.failed[1]`, `runs[3].cache.policy`).
     Config { key: String, msg: String },
     /// The operating system refused a file operation.
     Io { path: String, msg: String },
+    /// The caller asked the run to stop (progress callback returned `false`).
+    Cancelled,
 }
 
 impl Error {
@@ -73,8 +81,9 @@ impl Error {
         match self {
             Error::Trace { .. } => "trace",
             Error::Format { .. } => "format",
-            Error::Config { .. } => "config",
+            Error::Config { .. } | Error::Syntax { .. } => "config",
             Error::Io { .. } => "io",
+            Error::Cancelled => "cancelled",
         }
     }
 
@@ -107,8 +116,10 @@ impl fmt::Display for Error {
                 write!(f, "{file}: {unit} {line}: {msg}")
             }
             Error::Format { file, msg } => write!(f, "{file}: {msg}"),
+            Error::Syntax { file, line, msg } => write!(f, "{file}: line {line}: {msg}"),
             Error::Config { key, msg } => write!(f, "config key `{key}`: {msg}"),
             Error::Io { path, msg } => write!(f, "{path}: {msg}"),
+            Error::Cancelled => write!(f, "run cancelled"),
         }
     }
 }

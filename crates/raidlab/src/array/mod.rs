@@ -22,6 +22,20 @@ pub enum Level {
     Raid6,
 }
 
+impl Level {
+    pub const NAMES: &'static [&'static str] = &["raid0", "raid1", "raid10", "raid5", "raid6"];
+    pub fn from_name(name: &str) -> Option<Level> {
+        Some(match name {
+            "raid0" => Level::Raid0,
+            "raid1" => Level::Raid1,
+            "raid10" => Level::Raid10,
+            "raid5" => Level::Raid5,
+            "raid6" => Level::Raid6,
+            _ => return None,
+        })
+    }
+}
+
 /// Parity placement of RAID-5 (md's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -29,6 +43,24 @@ pub enum Layout {
     LeftAsymmetric,
     RightSymmetric,
     RightAsymmetric,
+}
+
+impl Layout {
+    pub const NAMES: &'static [&'static str] = &[
+        "left-symmetric",
+        "left-asymmetric",
+        "right-symmetric",
+        "right-asymmetric",
+    ];
+    pub fn from_name(name: &str) -> Option<Layout> {
+        Some(match name {
+            "left-symmetric" => Layout::LeftSymmetric,
+            "left-asymmetric" => Layout::LeftAsymmetric,
+            "right-symmetric" => Layout::RightSymmetric,
+            "right-asymmetric" => Layout::RightAsymmetric,
+            _ => return None,
+        })
+    }
 }
 
 /// The `[array]` table, validated for types but not yet for consistency (that is `Array::new`).

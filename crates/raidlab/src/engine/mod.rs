@@ -1,1 +1,118 @@
-//! placeholder
+//! Drivers that move requests through the layers. Counting mode (`count`) has no clock; the
+//! discrete-event timed mode will live beside it.
+//!
+//! [`run_batch`] runs many experiments on a few threads: each run is independent and
+//! single-threaded, so results do not depend on the thread count or scheduling.
+
+pub mod count;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use crate::config::{Capacity, Experiment, Mode};
+use crate::error::{Error, Result};
+use crate::metrics::CountMetrics;
+use crate::workload::WorkloadSpec;
+
+/// Where a batch stands, passed to the progress callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchProgress {
+    pub runs_done: usize,
+    pub runs_total: usize,
+    /// Requests replayed so far over all runs.
+    pub requests: u64,
+}
+
+/// Run one experiment.
+pub fn run(exp: &Experiment) -> Result<CountMetrics> {
+    match exp.run.mode {
+        Mode::Count => count::run(exp, None, &mut |_| true),
+    }
+}
+
+/// Run `exps` on up to `threads` threads, results in the order of `exps`. Footprint pre-passes
+/// are shared between runs of the same workload. `progress` is called from worker threads
+/// (hence `Sync`) at most every [`count::PROGRESS_EVERY`] requests and after each run;
+/// returning `false` cancels the remaining work (those runs yield `Error::Cancelled`).
+pub fn run_batch(
+    exps: &[Experiment],
+    threads: usize,
+    progress: &(dyn Fn(BatchProgress) -> bool + Sync),
+) -> Vec<Result<CountMetrics>> {
+    let total = exps.len();
+    let footprints = Footprints::default();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let requests = AtomicU64::new(0);
+    let cancelled = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Result<CountMetrics>>>> =
+        Mutex::new((0..total).map(|_| None).collect());
+    let report = |delta: u64| -> bool {
+        let r = requests.fetch_add(delta, Ordering::Relaxed) + delta;
+        let ok = !cancelled.load(Ordering::Relaxed)
+            && progress(BatchProgress {
+                runs_done: done.load(Ordering::Relaxed),
+                runs_total: total,
+                requests: r,
+            });
+        if !ok {
+            cancelled.store(true, Ordering::Relaxed);
+        }
+        ok
+    };
+    let worker = || loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= total {
+            break;
+        }
+        let exp = &exps[i];
+        let outcome = if cancelled.load(Ordering::Relaxed) {
+            Err(Error::Cancelled)
+        } else {
+            footprints
+                .get(exp)
+                .and_then(|fp| count::run(exp, fp, &mut |d| report(d)))
+        };
+        results
+            .lock()
+            .expect("no worker panics while holding the lock")[i] = Some(outcome);
+        done.fetch_add(1, Ordering::Relaxed);
+        report(0);
+    };
+    let threads = threads.clamp(1, total.max(1));
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(worker);
+        }
+        worker();
+    });
+    results
+        .into_inner()
+        .expect("workers have joined")
+        .into_iter()
+        .map(|r| r.unwrap_or(Err(Error::Cancelled)))
+        .collect()
+}
+
+/// Footprint of each distinct workload, computed once (the first run that needs it computes
+/// it while holding the lock, so concurrent runs of the same workload wait instead of
+/// repeating the pass).
+#[derive(Default)]
+struct Footprints {
+    known: Mutex<Vec<(WorkloadSpec, u64)>>,
+}
+
+impl Footprints {
+    fn get(&self, exp: &Experiment) -> Result<Option<u64>> {
+        if !matches!(exp.cache.capacity, Capacity::FootprintFraction(_)) {
+            return Ok(None);
+        }
+        let mut known = self.known.lock().expect("no panics while holding the lock");
+        if let Some((_, fp)) = known.iter().find(|(w, _)| *w == exp.workload) {
+            return Ok(Some(*fp));
+        }
+        let fp = count::footprint_blocks(&exp.workload)?;
+        known.push((exp.workload.clone(), fp));
+        Ok(Some(fp))
+    }
+}

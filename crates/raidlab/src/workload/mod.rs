@@ -76,6 +76,42 @@ pub enum Format {
     Blkparse,
 }
 
+impl Format {
+    /// Every accepted format name.
+    pub const NAMES: &'static [&'static str] = &[
+        "auto",
+        "spc",
+        "msr",
+        "oracle",
+        "cloudphysics",
+        "mqsim",
+        "disksim",
+        "systor",
+        "tencent",
+        "keys-u32be",
+        "keys-u32le",
+        "blkparse",
+    ];
+    /// Parse a format name.
+    pub fn from_name(name: &str) -> Option<Format> {
+        Some(match name {
+            "auto" => Format::Auto,
+            "spc" => Format::Spc,
+            "msr" => Format::Msr,
+            "oracle" => Format::OracleGeneral,
+            "cloudphysics" => Format::CloudPhysicsCsv,
+            "mqsim" => Format::MqSim,
+            "disksim" => Format::DiskSim,
+            "systor" => Format::Systor,
+            "tencent" => Format::TencentCbs,
+            "keys-u32be" => Format::KeysU32Be,
+            "keys-u32le" => Format::KeysU32Le,
+            "blkparse" => Format::Blkparse,
+            _ => return None,
+        })
+    }
+}
+
 /// Which requests reach the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpsFilter {
@@ -123,12 +159,17 @@ pub struct WorkloadSpec {
     pub limit: Option<u64>,
     /// Cache block size in bytes (power of two, >= 512).
     pub block_size: u32,
+    /// Keep only this device (ASU, disk number, volume) of a multi-device trace.
+    pub device: Option<u64>,
 }
 
 /// Open the workload: the reader or generator, with the `ops` filter and `limit` applied.
 pub fn open(spec: &WorkloadSpec) -> Result<Box<dyn RequestSource>> {
     let _ = spec;
-    Err(crate::error::Error::config("workload", "not implemented yet"))
+    Err(crate::error::Error::config(
+        "workload",
+        "not implemented yet",
+    ))
 }
 
 /// The cache blocks a request touches: `(first_block, count)`. A zero-length byte request

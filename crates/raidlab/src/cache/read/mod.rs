@@ -131,7 +131,10 @@ pub enum PolicySpec {
     Clock,
     /// Full 2Q (Johnson and Shasha): `kin` share of capacity for A1in, `kout` share (of
     /// capacity, counted in entries) for the A1out ghost queue.
-    TwoQ { kin: f64, kout: f64 },
+    TwoQ {
+        kin: f64,
+        kout: f64,
+    },
     Arc,
     /// Multi-Queue (Zhou, Philbin, Li): `queues` LRU queues, `lifetime` in requests, history
     /// (Qout) of `history_factor` x the capacity in entries.

@@ -1,0 +1,39 @@
+# raidlab: two commands do everything on a fresh machine.
+#   make demo   create .venv, build, run the VDF reproduction on built-in synthetic data
+#   make test   Rust tests (fmt, clippy, cargo test) + pytest
+PY      ?= python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+SOURCES := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.pyi' -o -name Cargo.toml) pyproject.toml Cargo.toml
+
+.PHONY: demo test test-rust test-python bench fuzz-build clean
+
+$(VPY):
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(VPY) $(SOURCES)
+	$(VPY) -m pip install --quiet "maturin>=1.5,<2"
+	$(VPY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/raidlab demo
+
+test: test-rust test-python
+
+test-rust:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo test --workspace
+
+test-python: $(STAMP)
+	$(VPY) -m pytest -q
+
+bench: $(STAMP)
+	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
+	$(VPY) benches/bench_count.py
+
+clean:
+	rm -rf $(VENV) target results

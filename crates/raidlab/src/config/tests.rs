@@ -1,0 +1,144 @@
+//! Worked examples of config parsing and of every kind of config error.
+
+use super::*;
+
+fn parse(text: &str) -> Result<Vec<Experiment>> {
+    from_toml(text, "exp.toml", None)
+}
+
+const BASE: &str = r#"
+[workload.synthetic]
+kind = "zipf"
+keys = 1000
+requests = 5000
+[cache]
+policy = "vdf-lru"
+capacity_blocks = 100
+[array]
+level = "raid5"
+disks = 6
+failed = [2]
+"#;
+
+#[test]
+fn base_config_parses_with_defaults() {
+    let exps = parse(BASE).unwrap();
+    assert_eq!(exps.len(), 1);
+    let e = &exps[0];
+    assert_eq!(e.name, "run0");
+    assert_eq!(e.workload.block_size, 4096);
+    assert_eq!(e.workload.ops, OpsFilter::Reads);
+    assert_eq!(
+        e.workload.source,
+        SourceSpec::Synthetic(SynthSpec::Zipf {
+            keys: 1000,
+            alpha: 0.9,
+            requests: 5000,
+            seed: 1
+        })
+    );
+    assert_eq!(e.cache.policy, PolicySpec::VdfLru);
+    assert_eq!(e.cache.capacity, Capacity::Units(100));
+    let a = e.array.as_ref().unwrap();
+    assert_eq!((a.disks, a.stripe_unit_bytes), (6, 65536));
+    assert_eq!(a.layout, Layout::LeftSymmetric);
+    assert_eq!(a.failed, vec![2]);
+}
+
+#[test]
+fn runs_and_sweep_expand_in_order() {
+    let text = format!(
+        "{BASE}\n[[runs]]\ncache.policy = \"lru\"\n[[runs]]\ncache.policy = \"lfu\"\n\
+         [sweep]\n\"array.disks\" = [5, 7]\n"
+    );
+    let exps = parse(&text).unwrap();
+    let names: Vec<_> = exps.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "cache.policy=lru array.disks=5",
+            "cache.policy=lru array.disks=7",
+            "cache.policy=lfu array.disks=5",
+            "cache.policy=lfu array.disks=7"
+        ]
+    );
+    assert_eq!(exps[3].array.as_ref().unwrap().disks, 7);
+    assert_eq!(exps[3].cache.policy, PolicySpec::Lfu);
+}
+
+fn err(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_values_name_their_key() {
+    let e = err(&BASE.replace("\"vdf-lru\"", "\"lru2\""));
+    assert!(
+        e.starts_with("config key `cache.policy`: expected one of"),
+        "{e}"
+    );
+    let e = err(&BASE.replace("disks = 6", "disks = \"six\""));
+    assert_eq!(
+        e,
+        "config key `array.disks`: expected an integer, got string \"six\""
+    );
+    let e = err(&BASE.replace("capacity_blocks = 100", "capacity_blok = 100"));
+    assert!(e.starts_with("config key `cache.capacity_blocks`"), "{e}");
+    let e = err(&format!("{BASE}\n[extra]\n"));
+    assert!(e.starts_with("config key `extra`: unknown key"), "{e}");
+    let e = err(&format!("{BASE}\n[[runs]]\ncache.policy = 3\n"));
+    assert_eq!(
+        e,
+        "config key `runs[0].cache.policy`: expected a string, got number 3"
+    );
+    let e = err(&BASE.replace("[workload.synthetic]", "[workload.synthetic]\nalpha = -1"));
+    assert!(
+        e.starts_with("config key `workload.synthetic.alpha`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn impossible_arrays_are_config_errors() {
+    let e = err(&BASE.replace("disks = 6", "disks = 2"));
+    assert!(e.starts_with("config key `array."), "{e}");
+    let e = err(&BASE.replace("failed = [2]", "failed = [9]"));
+    assert!(e.starts_with("config key `array.failed"), "{e}");
+    let e = err(&BASE.replace("failed = [2]", "failed = [1, 2]"));
+    assert!(e.starts_with("config key `array.failed"), "{e}");
+}
+
+#[test]
+fn syntax_errors_give_the_line() {
+    let e = parse("[cache]\npolicy = \"lru\"\ncapacity_blocks = = 3\n").unwrap_err();
+    match e {
+        Error::Syntax { line, ref file, .. } => {
+            assert_eq!((line, file.as_str()), (3, "exp.toml"));
+        }
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[test]
+fn object_mode_rules() {
+    let text = r#"
+[workload]
+trace = "x.bin"
+format = "oracle"
+[cache]
+policy = "lru"
+unit = "object"
+capacity_bytes = 1048576
+"#;
+    let exps = parse(text).unwrap();
+    assert_eq!(exps[0].cache.unit, Unit::Object);
+    let e = err(&text.replace("capacity_bytes", "capacity_blocks"));
+    assert!(e.starts_with("config key `cache.capacity_bytes`"), "{e}");
+    let e = err(&format!("{text}\n[array]\ndisks = 5\n"));
+    assert!(e.starts_with("config key `array`"), "{e}");
+    let e = err(&text.replace("\"oracle\"", "\"nope\""));
+    assert!(
+        e.starts_with("config key `workload.format`: expected one of"),
+        "{e}"
+    );
+}

@@ -1,0 +1,186 @@
+//! Counting mode: replay the block stream through the read cache and the array's planner,
+//! with no clock. This is what cache papers report (hit ratio, RGR) and it must run at
+//! cache-simulator speed: the loop below allocates nothing per request.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use crate::array::{Array, Plan};
+use crate::cache::read::{self, Access, MissCost, UniformCost};
+use crate::config::{Capacity, Experiment, Unit, Writes};
+use crate::error::{Error, Result};
+use crate::metrics::CountMetrics;
+use crate::workload::{self, block_span, Addressing, Op, WorkloadSpec};
+
+/// Requests between two progress callbacks; a power of two so the check is a mask.
+pub const PROGRESS_EVERY: u64 = 1 << 20;
+
+/// Unique blocks the workload touches (a streaming pre-pass), for `capacity_fraction`.
+pub fn footprint_blocks(spec: &WorkloadSpec) -> Result<u64> {
+    let mut src = workload::open(spec)?;
+    let addressing = src.addressing();
+    let mut seen: HashSet<u64> = HashSet::new();
+    while let Some(req) = src.next_request()? {
+        let (first, count) = block_span(&req, addressing, spec.block_size);
+        for lba in first..first + count {
+            seen.insert(lba);
+        }
+    }
+    Ok(seen.len() as u64)
+}
+
+/// Resolve the configured capacity to units, computing the footprint if needed (or using the
+/// one given, so a sweep computes it once per workload).
+pub fn resolve_capacity(exp: &Experiment, footprint: Option<u64>) -> Result<(u64, Option<u64>)> {
+    match exp.cache.capacity {
+        Capacity::Units(n) => Ok((n, footprint)),
+        Capacity::FootprintFraction(f) => {
+            let fp = match footprint {
+                Some(fp) => fp,
+                None => footprint_blocks(&exp.workload)?,
+            };
+            let n = ((fp as f64) * f).round().max(1.0) as u64;
+            Ok((n, Some(fp)))
+        }
+    }
+}
+
+/// Run one experiment in counting mode. `progress(requests_since_last_call)` is called every
+/// [`PROGRESS_EVERY`] requests; returning `false` cancels the run.
+pub fn run(
+    exp: &Experiment,
+    footprint: Option<u64>,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<CountMetrics> {
+    let (capacity, footprint) = resolve_capacity(exp, footprint)?;
+    let mut policy = read::build(&exp.cache.policy, capacity)?;
+    let array = exp.array.as_ref().map(Array::new).transpose()?;
+    let cost: &dyn MissCost = match &array {
+        Some(a) => a,
+        None => &UniformCost,
+    };
+    let disks = cost.disks() as usize;
+    let mut m = CountMetrics {
+        disk_reads: vec![0; disks],
+        disk_writes: vec![0; disks],
+        capacity,
+        footprint_blocks: footprint,
+        ..Default::default()
+    };
+    let mut src = workload::open(&exp.workload)?;
+    let addressing = src.addressing();
+    let block_size = exp.workload.block_size;
+    let object_mode = exp.cache.unit == Unit::Object;
+    let invalidate = exp.cache.writes == Writes::Invalidate;
+    let mut plan = Plan::default();
+    let mut evicted: Vec<u64> = Vec::with_capacity(64);
+    let mut now: u64 = 0;
+    let started = Instant::now();
+
+    while let Some(req) = src.next_request()? {
+        m.requests += 1;
+        if m.requests & (PROGRESS_EVERY - 1) == 0 && !progress(PROGRESS_EVERY) {
+            return Err(Error::Cancelled);
+        }
+        let is_read = req.op == Op::Read;
+        if is_read {
+            m.read_requests += 1;
+        } else {
+            m.write_requests += 1;
+        }
+        if object_mode {
+            // One object per request; libCacheSim counts writes as accesses too, so both ops
+            // look the cache up (the `ops` filter decides which reach here).
+            let size = u32::try_from(req.len.max(1)).unwrap_or(u32::MAX);
+            let acc = Access {
+                key: req.offset,
+                size,
+                now,
+                cost,
+            };
+            now += 1;
+            m.block_requests += 1;
+            m.read_blocks += 1;
+            if policy.get(&acc) {
+                m.hits += 1;
+            } else {
+                m.misses += 1;
+                m.miss_disk_blocks += 1;
+                m.disk_reads[0] += 1;
+                evicted.clear();
+                policy.insert(&acc, &mut evicted);
+                m.evictions += evicted.len() as u64;
+            }
+            continue;
+        }
+        let (first, count) = block_span(&req, addressing, block_size);
+        m.block_requests += count;
+        if !is_read {
+            m.write_blocks += count;
+            if invalidate {
+                for lba in first..first + count {
+                    m.invalidations += u64::from(policy.remove(lba));
+                }
+                if let Some(a) = &array {
+                    a.plan_write(first, count, &mut plan);
+                    tally(&plan, &mut m);
+                } else {
+                    m.disk_writes[0] += count;
+                }
+            }
+            continue;
+        }
+        m.read_blocks += count;
+        for lba in first..first + count {
+            let acc = Access {
+                key: lba,
+                size: 1,
+                now,
+                cost,
+            };
+            now += 1;
+            if policy.get(&acc) {
+                m.hits += 1;
+                continue;
+            }
+            m.misses += 1;
+            match &array {
+                Some(a) => {
+                    a.plan_read(lba, &mut plan);
+                    m.miss_disk_blocks += tally(&plan, &mut m);
+                }
+                None => {
+                    m.disk_reads[0] += 1;
+                    m.miss_disk_blocks += 1;
+                }
+            }
+            evicted.clear();
+            policy.insert(&acc, &mut evicted);
+            m.evictions += evicted.len() as u64;
+        }
+        debug_assert!(policy.used() <= policy.capacity());
+    }
+    progress(m.requests & (PROGRESS_EVERY - 1));
+    m.wall_ns = started.elapsed().as_nanos() as u64;
+    m.metadata_bytes = policy.metadata_bytes() as u64;
+    debug_assert_eq!(m.hits + m.misses, m.read_blocks);
+    debug_assert!(addressing == Addressing::Bytes || addressing == Addressing::Keys);
+    Ok(m)
+}
+
+/// Add a plan's per-disk blocks to the counters; returns the blocks it reads.
+#[inline]
+fn tally(plan: &Plan, m: &mut CountMetrics) -> u64 {
+    let mut read_blocks = 0;
+    for op in &plan.ops {
+        let n = u64::from(op.count);
+        match op.op {
+            Op::Read => {
+                m.disk_reads[op.disk as usize] += n;
+                read_blocks += n;
+            }
+            Op::Write => m.disk_writes[op.disk as usize] += n,
+        }
+    }
+    read_blocks
+}

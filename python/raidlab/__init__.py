@@ -1,0 +1,28 @@
+"""raidlab: a trace-driven simulator of a cached RAID storage controller.
+
+The simulation core is Rust (``raidlab._core``); this package adds the API, the CLI and
+reproduction reports.
+"""
+
+from raidlab._core import (
+    ConfigError,
+    FormatError,
+    RaidlabError,
+    RaidlabIOError,
+    TraceError,
+    __version__,
+)
+from raidlab.api import Result, Run, load, run
+
+__all__ = [
+    "ConfigError",
+    "FormatError",
+    "RaidlabError",
+    "RaidlabIOError",
+    "Result",
+    "Run",
+    "TraceError",
+    "__version__",
+    "load",
+    "run",
+]

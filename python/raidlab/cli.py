@@ -1,0 +1,200 @@
+"""The ``raidlab`` command.
+
+    raidlab run EXPERIMENT.toml [--json] [--threads N]
+    raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--json]
+    raidlab reproduce NAME [--skip-traces] [--out DIR]
+    raidlab demo
+
+Exit codes: 0 success, 2 bad input (any RaidlabError, or bad arguments), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from raidlab import _core, api
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+# Columns of the human-readable run table: (metric, header, format).
+RUN_COLUMNS = [
+    ("requests", "requests", "{:,}"),
+    ("block_requests", "blocks", "{:,}"),
+    ("capacity", "capacity", "{:,}"),
+    ("hit_ratio", "hit ratio", "{:.4f}"),
+    ("rgr", "RGR", "{:.4f}"),
+    ("disk_reads_total", "disk reads", "{:,}"),
+    ("disk_writes_total", "disk writes", "{:,}"),
+    ("wall_s", "wall s", "{:.2f}"),
+]
+
+
+class LazyProgress:
+    """A rich progress bar that appears only once a run has lasted 2 s."""
+
+    DELAY_S = 2.0
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console = console
+        self.label = label
+        self.started = time.monotonic()
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, runs_done: int, runs_total: int, requests: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.started < self.DELAY_S or not self.console.is_terminal:
+                return
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} runs"),
+                TextColumn("{task.fields[requests]:,} requests"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=runs_total, requests=0)
+        self.bar.update(self.task, completed=runs_done, requests=requests)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_with_progress(config: api.Config, console: Console, label: str, threads: int | None) -> api.Result:
+    progress = LazyProgress(console, label)
+    try:
+        return api.run(config, threads=threads, progress=progress)
+    finally:
+        progress.close()
+
+
+def print_runs(result: api.Result, console: Console) -> None:
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("run")
+    for _, header, _ in RUN_COLUMNS:
+        table.add_column(header, justify="right")
+    for r in result.runs:
+        cells = [fmt.format(r.metrics[key]) for key, _, fmt in RUN_COLUMNS]
+        table.add_row(r.name, *cells)
+    console.print(table)
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    result = run_with_progress(args.experiment, console, Path(args.experiment).name, args.threads)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print_runs(result, console)
+    return 0
+
+
+def cmd_trace_stats(args: argparse.Namespace, console: Console) -> int:
+    from raidlab.stats import trace_stats
+
+    stats = trace_stats(args.file, fmt=args.format, block_size=args.block_size)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    table = Table(title=f"{args.file}", show_header=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in stats.items():
+        if key == "size_histogram":
+            continue
+        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+    console.print(table)
+    hist = Table(title="request sizes", show_header=True)
+    hist.add_column("size (bytes) up to", justify="right")
+    hist.add_column("requests", justify="right")
+    for upper, count in stats["size_histogram"]:
+        hist.add_row(f"{upper:,}", f"{count:,}")
+    console.print(hist)
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
+    from raidlab.reproduce import reproduce
+
+    report = reproduce(
+        args.name,
+        experiments_dir=Path(args.experiments),
+        out_dir=Path(args.out),
+        skip_traces=args.skip_traces,
+        threads=args.threads,
+        console=console,
+    )
+    console.print(f"report written to [bold]{report}[/bold]")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    args.name = "vdf-rgr"
+    args.skip_traces = True
+    return cmd_reproduce(args, console)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="raidlab", description="Simulate a cached RAID storage controller.")
+    p.add_argument("--version", action="version", version=f"raidlab {_core.__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run an experiment file")
+    r.add_argument("experiment", help="experiment TOML file")
+    r.add_argument("--json", action="store_true", help="print JSON for machines")
+    r.add_argument("--threads", type=int, default=None, help="parallel runs (default: cores)")
+    r.set_defaults(func=cmd_run)
+
+    t = sub.add_parser("trace", help="inspect traces")
+    tsub = t.add_subparsers(dest="trace_command", required=True)
+    s = tsub.add_parser("stats", help="summarise a trace file")
+    s.add_argument("file")
+    s.add_argument("--format", default="auto", help="trace format (default: auto)")
+    s.add_argument("--block-size", type=int, default=4096, help="block size for the footprint")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_trace_stats)
+
+    for name, helptext, func in (
+        ("reproduce", "reproduce a paper's figure: runs experiments/NAME*.toml", cmd_reproduce),
+        ("demo", "reproduce the VDF RGR results on built-in synthetic data", cmd_demo),
+    ):
+        c = sub.add_parser(name, help=helptext)
+        if name == "reproduce":
+            c.add_argument("name")
+            c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
+        c.add_argument("--experiments", default="experiments", help="directory of experiment files")
+        c.add_argument("--out", default="results", help="directory for reports")
+        c.add_argument("--threads", type=int, default=None)
+        c.set_defaults(func=func)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    console = Console(stderr=False)
+    err = Console(stderr=True)
+    try:
+        return int(args.func(args, console))
+    except _core.RaidlabError as e:
+        err.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Reports of reproductions: pivot tables, relative reductions, plots (PNG), data (CSV) and
+one self-contained ``report.html`` that links them. Presentation follows each experiment
+file's ``[report]`` table (see :mod:`raidlab.reproduce`)."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from raidlab import _core
+
+
+@dataclass
+class Section:
+    file: Path
+    spec: dict[str, Any]
+    frame: Any  # pandas.DataFrame, or None when every run was skipped
+    skipped: list[str]
+
+
+def pivot(frame: Any, spec: dict[str, Any]) -> Any:
+    """Value per (rows) x (columns), columns in the order they first appear."""
+    rows, col, value = list(spec["rows"]), spec["columns"], spec.get("value", "rgr")
+    table = frame.pivot_table(index=rows, columns=col, values=value, aggfunc="first")
+    order = list(dict.fromkeys(frame[col]))
+    return table[[c for c in order if c in table.columns]]
+
+
+def reductions(table: Any, pairs: list[list[str]]) -> Any:
+    """Relative reduction ``(base - new) / base`` of each (base, new) pair, per row."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=table.index)
+    for base, new in pairs:
+        if base in table.columns and new in table.columns:
+            out[f"{new} vs {base}"] = (table[base] - table[new]) / table[base]
+    return out
+
+
+def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
+    """Per comparison: (name, best reduction, median, cells improved, cells)."""
+    out = []
+    for c in red.columns:
+        col = red[c].dropna()
+        out.append((c, float(col.max()), float(col.median()), int((col > 0).sum()), len(col)))
+    return out
+
+
+def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
+    """One PNG per first facet value; a grid of panels over the second facet; a line per
+    ``columns`` value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x, series, value = spec["plot_x"], spec["columns"], spec.get("value", "rgr")
+    facets = list(spec.get("plot_facets", []))
+    outer = facets[0] if facets else None
+    inner = facets[1] if len(facets) > 1 else None
+    written = []
+    groups = frame.groupby(outer, sort=False) if outer else [("all", frame)]
+    for i, (key, sub) in enumerate(groups):
+        panels = list(dict.fromkeys(sub[inner])) if inner else [None]
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.0), squeeze=False, sharey=True)
+        for ax, pv in zip(axes[0], panels):
+            data = sub if pv is None else sub[sub[inner] == pv]
+            for name in dict.fromkeys(data[series]):
+                d = data[data[series] == name].sort_values(x)
+                ax.plot(d[x], d[value], marker="o", markersize=3, label=str(name))
+            if spec.get("plot_logx"):
+                ax.set_xscale("log", base=2)
+            ax.set_title(f"{inner} = {pv}" if inner else str(key), fontsize=9)
+            ax.set_xlabel(x, fontsize=8)
+            ax.tick_params(labelsize=7)
+        axes[0][0].set_ylabel(value)
+        axes[0][-1].legend(fontsize=7)
+        fig.suptitle(str(key), fontsize=10)
+        fig.tight_layout()
+        out = path.with_name(f"{path.stem}-{i}.png")
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        written.append(out)
+    return written
+
+
+def console_table(df: Any, title: str, fmt: str) -> Table:
+    t = Table(title=title, show_header=True, header_style="bold")
+    names = list(df.index.names)
+    for n in names:
+        t.add_column(str(n))
+    for c in df.columns:
+        t.add_column(str(c), justify="right")
+    for idx, row in df.iterrows():
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        t.add_row(*[str(i) for i in idx], *[fmt.format(v) for v in row])
+    return t
+
+
+def write_report(name: str, sections: list[Section], out: Path, console: Console) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    body = [f"<h1>raidlab reproduction: {html.escape(name)}</h1>", f"<p>raidlab {_core.__version__}</p>"]
+    for s in sections:
+        stem = s.file.stem
+        title = s.spec.get("title", stem)
+        body.append(f"<h2>{html.escape(title)}</h2><p>from <code>experiments/{html.escape(s.file.name)}</code></p>")
+        if s.spec.get("description"):
+            body.append(f"<p>{html.escape(s.spec['description'])}</p>")
+        if s.skipped:
+            items = "".join(f"<li>{html.escape(x)}</li>" for x in s.skipped)
+            body.append(f"<details><summary>{len(s.skipped)} runs skipped</summary><ul>{items}</ul></details>")
+        if s.frame is None:
+            continue
+        csv = out / f"{stem}.csv"
+        s.frame.to_csv(csv, index=False)
+        body.append(f'<p>data: <a href="{csv.name}">{csv.name}</a></p>')
+        if "rows" not in s.spec or "columns" not in s.spec:
+            continue
+        table = pivot(s.frame, s.spec)
+        value = s.spec.get("value", "rgr")
+        console.print(console_table(table, f"{title}: {value}", "{:.4f}"))
+        body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
+        pairs = s.spec.get("compare", [])
+        if pairs:
+            red = reductions(table, pairs)
+            console.print(console_table(red, "relative reduction (base - new) / base", "{:+.1%}"))
+            body.append("<h3>relative reduction (base &minus; new) / base</h3>")
+            body.append(red.to_html(float_format=lambda v: f"{v:+.1%}"))
+            rows = "".join(
+                f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td></tr>"
+                for c, best, med, k, n in summary(red)
+            )
+            body.append(
+                "<table><tr><th>comparison</th><th>best</th><th>median</th><th>cells improved</th></tr>"
+                f"{rows}</table>"
+            )
+            for c, best, med, k, n in summary(red):
+                console.print(f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells")
+        if "plot_x" in s.spec:
+            for png in plot(s.frame, s.spec, out / f"{stem}.png"):
+                body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
+    style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title><style>{style}</style></head><body>{''.join(body)}</body></html>"
+    report = out / "report.html"
+    report.write_text(page, encoding="utf-8")
+    return report
