@@ -1,0 +1,40 @@
+"""Type stubs of the compiled core (``crates/raidlab-py``)."""
+
+from typing import Callable
+
+__version__: str
+
+class RaidlabError(Exception):
+    """Base of every raidlab error."""
+
+class ConfigError(RaidlabError):
+    """A config key or value is unusable; ``key`` is the dotted path (or ``file``/``line``
+    for syntax errors)."""
+
+    key: str
+    file: str
+    line: int
+
+class TraceError(RaidlabError):
+    """A trace record is malformed; ``file`` and ``line`` (record number for binary formats)."""
+
+    file: str
+    line: int
+
+class FormatError(TraceError):
+    """A trace's format is unknown or unsupported."""
+
+class RaidlabIOError(RaidlabError):
+    """A file could not be read; ``file`` names it."""
+
+    file: str
+
+def load_config(text: str, file: str | None = None, base_dir: str | None = None) -> list[tuple[str, str]]: ...
+def run(
+    text: str,
+    file: str | None = None,
+    base_dir: str | None = None,
+    threads: int = 1,
+    progress: Callable[[int, int, int], object] | None = None,
+) -> list[tuple[str, str, str]]: ...
+def trace_stats(path: str, format: str = "auto", block_size: int = 4096) -> str: ...

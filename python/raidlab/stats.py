@@ -1,0 +1,17 @@
+"""``raidlab trace stats``: a streaming summary of a trace file (computed in the core)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from raidlab import _core
+
+
+def trace_stats(path: str | os.PathLike[str], fmt: str = "auto", block_size: int = 4096) -> dict[str, Any]:
+    """Requests, read share, footprint, request-size histogram and time span of a trace.
+
+    Raises a :class:`raidlab.RaidlabError` subclass naming the file and line for bad input.
+    """
+    return json.loads(_core.trace_stats(os.fspath(path), fmt, block_size))
