@@ -188,3 +188,7 @@ impl MissCost for Array {
     }
 }
 
+#[cfg(test)]
+mod props;
+#[cfg(test)]
+mod tests;
