@@ -17,7 +17,7 @@ mod slab;
 #[cfg(test)]
 mod testutil;
 
-//pub mod arc;
+pub mod arc;
 pub mod clock;
 pub mod fifo;
 pub mod lfu;
@@ -278,6 +278,7 @@ pub fn build_in(spec: &PolicySpec, capacity: u64, units: Units) -> Result<Box<dy
         PolicySpec::Fifo => Box::new(fifo::Fifo::new(capacity, entries)),
         PolicySpec::Lfu => Box::new(lfu::Lfu::new(capacity, entries)),
         PolicySpec::Clock => Box::new(clock::Clock::new(capacity, entries)),
+        PolicySpec::Arc => Box::new(arc::Arc::new(capacity, entries)),
         _ => return Err(Error::config("cache.policy", "policy not implemented yet")),
     })
 }
