@@ -51,6 +51,13 @@ impl FreqLists {
         }
     }
 
+    /// Make sure groups `0..groups` exist (new groups start empty).
+    pub fn ensure_groups(&mut self, groups: usize) {
+        if self.first.len() < groups {
+            self.first.resize(groups, NIL);
+        }
+    }
+
     /// Reference count of the entry in bucket `b`.
     #[inline]
     pub fn count(&self, b: u32) -> u64 {

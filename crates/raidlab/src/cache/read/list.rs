@@ -54,21 +54,10 @@ impl List {
         }
     }
 
-    /// Newest entry.
-    #[inline]
-    pub fn front(&self) -> Option<u32> {
-        (self.head != NIL).then_some(self.head)
-    }
-
     /// Oldest entry: the next victim.
     #[inline]
     pub fn back(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
-    }
-
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.len as usize
     }
 
     #[inline]
@@ -91,24 +80,6 @@ impl List {
             nodes.link_mut(old).prev = id;
         }
         self.head = id;
-        self.len += 1;
-    }
-
-    /// Link detached entry `id` at the back.
-    #[inline]
-    pub fn push_back<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
-        debug_assert!(id != NIL);
-        let old = self.tail;
-        *nodes.link_mut(id) = Link {
-            prev: old,
-            next: NIL,
-        };
-        if old == NIL {
-            self.head = id;
-        } else {
-            nodes.link_mut(old).next = id;
-        }
-        self.tail = id;
         self.len += 1;
     }
 
@@ -184,19 +155,18 @@ mod tests {
     fn push_unlink_move_pop() {
         let mut n = Plain(vec![Link::DETACHED; 4]);
         let mut l = List::new();
+        l.push_front(&mut n, 2);
         l.push_front(&mut n, 0);
         l.push_front(&mut n, 1);
-        l.push_back(&mut n, 2);
         // front 1, 0, 2 back
         assert_eq!(l.iter_back(&n).collect::<Vec<_>>(), vec![2, 0, 1]);
         l.move_to_front(&mut n, 2);
         assert_eq!(l.iter_back(&n).collect::<Vec<_>>(), vec![0, 1, 2]);
         l.unlink(&mut n, 1);
-        assert_eq!(l.len(), 2);
         assert_eq!(l.pop_back(&mut n), Some(0));
         assert_eq!(l.pop_back(&mut n), Some(2));
         assert_eq!(l.pop_back(&mut n), None);
         assert!(l.is_empty());
-        assert_eq!(l.front(), None);
+        assert_eq!(l.back(), None);
     }
 }

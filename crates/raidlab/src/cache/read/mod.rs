@@ -22,12 +22,12 @@ pub mod clock;
 pub mod fifo;
 pub mod lfu;
 pub mod lru;
-//pub mod mq;
-//pub mod twoq;
-//pub mod vdf;
+pub mod mq;
+pub mod twoq;
+pub mod vdf;
 
 #[cfg(test)]
-//mod proptests;
+mod proptests;
 #[cfg(test)]
 mod xcheck;
 
@@ -278,7 +278,20 @@ pub fn build_in(spec: &PolicySpec, capacity: u64, units: Units) -> Result<Box<dy
         PolicySpec::Fifo => Box::new(fifo::Fifo::new(capacity, entries)),
         PolicySpec::Lfu => Box::new(lfu::Lfu::new(capacity, entries)),
         PolicySpec::Clock => Box::new(clock::Clock::new(capacity, entries)),
+        PolicySpec::TwoQ { kin, kout } => Box::new(twoq::TwoQ::new(capacity, *kin, *kout, entries)),
         PolicySpec::Arc => Box::new(arc::Arc::new(capacity, entries)),
-        _ => return Err(Error::config("cache.policy", "policy not implemented yet")),
+        PolicySpec::Mq {
+            queues,
+            lifetime,
+            history_factor,
+        } => Box::new(mq::Mq::new(
+            capacity,
+            *queues,
+            *lifetime,
+            *history_factor,
+            entries,
+        )),
+        PolicySpec::VdfLru => Box::new(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
+        PolicySpec::VdfLfu => Box::new(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
     })
 }
