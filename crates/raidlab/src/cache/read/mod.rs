@@ -213,9 +213,9 @@ pub enum Units {
 /// Initial arena size in object mode.
 const BYTES_MODE_INITIAL_ENTRIES: usize = 1024;
 
-/// Largest entry count a block-mode arena may be sized for (slot ids are `u32`, with
-/// `u32::MAX` reserved as "none").
-const MAX_ARENA_ENTRIES: u64 = (u32::MAX - 1) as u64;
+/// Largest entry count a block-mode arena may be sized for: 3/4 of the largest index table
+/// (slot ids share a `u32` bucket with a displacement, see `slab.rs`).
+const MAX_ARENA_ENTRIES: u64 = 3 << (slab::MAX_BUCKETS_LOG2 - 2);
 
 /// Build the policy `spec` with `capacity` blocks (see [`build_in`]).
 pub fn build(spec: &PolicySpec, capacity: u64) -> Result<Box<dyn ReadPolicy>> {

@@ -35,13 +35,22 @@ impl<E: Slot> Nodes for [E] {
 const EMPTY: u32 = u32::MAX;
 /// 2^64 / golden ratio: consecutive keys land far apart.
 const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Largest table: keeps at least 1 bit of every bucket for the (saturating) displacement.
+pub(crate) const MAX_BUCKETS_LOG2: u32 = 31;
 
 /// Open-addressing table of slot ids; keys are read from the entries.
+///
+/// A bucket packs the slot id (low `slot_bits` bits, `slot_bits = log2(buckets)`) with the
+/// entry's displacement from its home bucket (high bits, saturating). Slot ids fit because the
+/// arena never holds more entries than 3/4 of the buckets. The displacement lets a lookup skip
+/// buckets whose entry has a different home without reading that entry, and lets deletion
+/// shift entries back without reading any key: both save a cache miss into the arena.
 #[derive(Clone, Debug)]
 struct Index {
     buckets: Vec<u32>,
     /// 64 - log2(buckets.len()).
     shift: u32,
+    slot_bits: u32,
     len: usize,
 }
 
@@ -49,10 +58,14 @@ impl Index {
     /// A table that holds `n` keys at a load factor of at most 3/4.
     fn for_entries(n: usize) -> Index {
         let want = n.saturating_mul(4) / 3 + 1;
-        let size = want.next_power_of_two().max(8);
+        let size = want
+            .next_power_of_two()
+            .clamp(8, 1usize << MAX_BUCKETS_LOG2);
+        let bits = size.trailing_zeros();
         Index {
             buckets: vec![EMPTY; size],
-            shift: 64 - size.trailing_zeros(),
+            shift: 64 - bits,
+            slot_bits: bits,
             len: 0,
         }
     }
@@ -63,23 +76,58 @@ impl Index {
     }
 
     #[inline]
+    fn max_disp(&self) -> usize {
+        (u32::MAX >> self.slot_bits) as usize
+    }
+
+    #[inline]
     fn home(&self, key: u64) -> usize {
         (key.wrapping_mul(FIB) >> self.shift) as usize
     }
 
     #[inline]
+    fn slot_of(&self, v: u32) -> u32 {
+        v & ((1u32 << self.slot_bits) - 1)
+    }
+
+    #[inline]
+    fn encode(&self, disp: usize, slot: u32) -> u32 {
+        ((disp.min(self.max_disp()) as u32) << self.slot_bits) | slot
+    }
+
+    /// Displacement of the entry in bucket `j` holding `v`; reads the key only when the stored
+    /// value saturated.
+    #[inline]
+    fn disp_at<E: Slot>(&self, entries: &[E], j: usize, v: u32) -> usize {
+        let d = (v >> self.slot_bits) as usize;
+        if d < self.max_disp() {
+            d
+        } else {
+            let key = entries[self.slot_of(v) as usize].key();
+            j.wrapping_sub(self.home(key)) & self.mask()
+        }
+    }
+
+    #[inline]
     fn find<E: Slot>(&self, entries: &[E], key: u64) -> Option<u32> {
         let mask = self.mask();
+        let max = self.max_disp();
         let mut i = self.home(key);
+        let mut d = 0usize;
         loop {
-            let s = self.buckets[i];
-            if s == EMPTY {
+            let v = self.buckets[i];
+            if v == EMPTY {
                 return None;
             }
-            if entries[s as usize].key() == key {
-                return Some(s);
+            // Same stored displacement = same home bucket: only then can it be our key.
+            if (v >> self.slot_bits) as usize == d.min(max) {
+                let s = self.slot_of(v);
+                if entries[s as usize].key() == key {
+                    return Some(s);
+                }
             }
             i = (i + 1) & mask;
+            d += 1;
         }
     }
 
@@ -88,10 +136,12 @@ impl Index {
     fn insert(&mut self, key: u64, id: u32) {
         let mask = self.mask();
         let mut i = self.home(key);
+        let mut d = 0usize;
         while self.buckets[i] != EMPTY {
             i = (i + 1) & mask;
+            d += 1;
         }
-        self.buckets[i] = id;
+        self.buckets[i] = self.encode(d, id);
         self.len += 1;
     }
 
@@ -101,24 +151,29 @@ impl Index {
     fn remove<E: Slot>(&mut self, entries: &[E], key: u64, id: u32) {
         let mask = self.mask();
         let mut hole = self.home(key);
-        while self.buckets[hole] != id {
-            debug_assert!(self.buckets[hole] != EMPTY, "removing an absent key");
-            if self.buckets[hole] == EMPTY {
+        loop {
+            let v = self.buckets[hole];
+            if v == EMPTY {
+                debug_assert!(false, "removing an absent key");
                 return;
+            }
+            if self.slot_of(v) == id {
+                break;
             }
             hole = (hole + 1) & mask;
         }
         let mut j = hole;
         loop {
             j = (j + 1) & mask;
-            let s = self.buckets[j];
-            if s == EMPTY {
+            let v = self.buckets[j];
+            if v == EMPTY {
                 break;
             }
-            let home = self.home(entries[s as usize].key());
-            // `s` may fill the hole if the hole lies on its probe path (home ..= j).
-            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.buckets[hole] = s;
+            let disp = self.disp_at(entries, j, v);
+            let gap = j.wrapping_sub(hole) & mask;
+            // The entry may fill the hole if the hole lies on its probe path (home ..= j).
+            if disp >= gap {
+                self.buckets[hole] = self.encode(disp - gap, self.slot_of(v));
                 hole = j;
             }
         }
@@ -128,7 +183,7 @@ impl Index {
 
     #[inline]
     fn needs_growth(&self) -> bool {
-        (self.len + 1) * 4 > self.buckets.len() * 3
+        (self.len + 1) * 4 > self.buckets.len() * 3 && self.buckets.len() < 1 << MAX_BUCKETS_LOG2
     }
 
     fn rebuild<E: Slot>(&mut self, entries: &[E], live: impl Iterator<Item = u32>) {
@@ -206,12 +261,12 @@ impl<E: Slot> Slab<E> {
     #[cold]
     fn grow_index(&mut self) {
         // Live slots are exactly those reachable from the old index.
-        let live: Vec<u32> = self
-            .index
+        let index = &self.index;
+        let live: Vec<u32> = index
             .buckets
             .iter()
-            .copied()
-            .filter(|&s| s != EMPTY)
+            .filter(|&&v| v != EMPTY)
+            .map(|&v| index.slot_of(v))
             .collect();
         self.index.rebuild(&self.entries, live.into_iter());
     }
@@ -321,6 +376,36 @@ mod tests {
         }
         assert_eq!(s.entries.len(), before);
         assert_eq!(s.len(), 1000);
+    }
+
+    #[test]
+    fn colliding_keys_survive_any_removal_order() {
+        // Keys sharing one home bucket form a single probe run with displacements 0, 1, 2...;
+        // removing from the middle must shift the rest back with corrected displacements.
+        let probe = Index::for_entries(6);
+        let home0: Vec<u64> = (0u64..)
+            .filter(|&k| probe.home(k) == probe.home(0))
+            .take(6)
+            .collect();
+        for order in [
+            [0usize, 1, 2, 3, 4, 5],
+            [2, 0, 5, 1, 4, 3],
+            [5, 4, 3, 2, 1, 0],
+        ] {
+            let mut s: Slab<E> = Slab::with_capacity(6);
+            let ids: Vec<u32> = home0.iter().map(|&k| s.insert(e(k))).collect();
+            for (n, &i) in order.iter().enumerate() {
+                s.remove(ids[i]);
+                for (j, &k) in home0.iter().enumerate() {
+                    let gone = order[..=n].contains(&j);
+                    assert_eq!(
+                        s.find(k).is_none(),
+                        gone,
+                        "order {order:?} step {n} key {k}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
