@@ -128,10 +128,7 @@ pub struct WorkloadSpec {
 /// Open the workload: the reader or generator, with the `ops` filter and `limit` applied.
 pub fn open(spec: &WorkloadSpec) -> Result<Box<dyn RequestSource>> {
     let _ = spec;
-    Err(crate::error::Error::config(
-        "workload",
-        "not implemented yet",
-    ))
+    Err(crate::error::Error::config("workload", "not implemented yet"))
 }
 
 /// The cache blocks a request touches: `(first_block, count)`. A zero-length byte request
