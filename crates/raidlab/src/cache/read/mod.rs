@@ -11,6 +11,26 @@
 
 use crate::error::{Error, Result};
 
+mod freq;
+mod list;
+mod slab;
+#[cfg(test)]
+mod testutil;
+
+pub mod arc;
+pub mod clock;
+pub mod fifo;
+pub mod lfu;
+pub mod lru;
+pub mod mq;
+pub mod twoq;
+pub mod vdf;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod xcheck;
+
 /// What the array tells a cost-aware policy (VDF) about the price of a miss.
 ///
 /// Implemented by the array (`crate::array`), whose I/O planner derives it, and by
@@ -177,11 +197,101 @@ impl PolicySpec {
     ];
 }
 
-/// Build the policy `spec` with `capacity` units (blocks, or bytes in object mode).
+/// What a capacity counts. It decides how the entry arena is sized, not how policies behave:
+/// every policy weighs entries by `Access::size` either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Units {
+    /// Cache blocks, every entry of size 1: the arena (including ghost/history entries) is
+    /// sized from the capacity at build and never grows.
+    #[default]
+    Blocks,
+    /// Bytes (libCacheSim object mode): the entry count is unknown, so the arena starts small
+    /// and grows geometrically.
+    Bytes,
+}
+
+/// Initial arena size in object mode.
+const BYTES_MODE_INITIAL_ENTRIES: usize = 1024;
+
+/// Largest entry count a block-mode arena may be sized for: 3/4 of the largest index table
+/// (slot ids share a `u32` bucket with a displacement, see `slab.rs`).
+const MAX_ARENA_ENTRIES: u64 = 3 << (slab::MAX_BUCKETS_LOG2 - 2);
+
+/// Build the policy `spec` with `capacity` blocks (see [`build_in`]).
 pub fn build(spec: &PolicySpec, capacity: u64) -> Result<Box<dyn ReadPolicy>> {
+    build_in(spec, capacity, Units::Blocks)
+}
+
+/// Build the policy `spec` with `capacity` units of kind `units`.
+pub fn build_in(spec: &PolicySpec, capacity: u64, units: Units) -> Result<Box<dyn ReadPolicy>> {
     if capacity == 0 {
         return Err(Error::config("cache.capacity", "must be > 0"));
     }
-    let _ = spec;
-    Err(Error::config("cache.policy", "not implemented yet"))
+    // Entries the arena must hold per unit of capacity: resident plus ghosts.
+    let per_unit: f64 = match spec {
+        PolicySpec::TwoQ { kin, kout } => {
+            if !(kin.is_finite() && *kin > 0.0 && *kin < 1.0) {
+                return Err(Error::config("cache.kin", "must be in (0, 1)"));
+            }
+            if !(kout.is_finite() && *kout >= 0.0 && *kout <= 16.0) {
+                return Err(Error::config("cache.kout", "must be in [0, 16]"));
+            }
+            1.0 + kout
+        }
+        PolicySpec::Arc => 2.0,
+        PolicySpec::Mq {
+            queues,
+            lifetime,
+            history_factor,
+        } => {
+            if *queues == 0 || *queues > 64 {
+                return Err(Error::config("cache.queues", "must be in 1..=64"));
+            }
+            if *lifetime == 0 {
+                return Err(Error::config("cache.lifetime", "must be > 0"));
+            }
+            if *history_factor > 64 {
+                return Err(Error::config("cache.history_factor", "must be <= 64"));
+            }
+            1.0 + f64::from(*history_factor)
+        }
+        _ => 1.0,
+    };
+    let entries = match units {
+        Units::Blocks => {
+            let n = (capacity as f64 * per_unit).ceil();
+            if n > MAX_ARENA_ENTRIES as f64 {
+                return Err(Error::config(
+                    "cache.capacity",
+                    format!(
+                        "{capacity} blocks (with history) exceed the {MAX_ARENA_ENTRIES} entries \
+                         a cache can index"
+                    ),
+                ));
+            }
+            n as usize + 1
+        }
+        Units::Bytes => BYTES_MODE_INITIAL_ENTRIES,
+    };
+    Ok(match spec {
+        PolicySpec::Lru => Box::new(lru::Lru::new(capacity, entries)),
+        PolicySpec::Fifo => Box::new(fifo::Fifo::new(capacity, entries)),
+        PolicySpec::Lfu => Box::new(lfu::Lfu::new(capacity, entries)),
+        PolicySpec::Clock => Box::new(clock::Clock::new(capacity, entries)),
+        PolicySpec::TwoQ { kin, kout } => Box::new(twoq::TwoQ::new(capacity, *kin, *kout, entries)),
+        PolicySpec::Arc => Box::new(arc::Arc::new(capacity, entries)),
+        PolicySpec::Mq {
+            queues,
+            lifetime,
+            history_factor,
+        } => Box::new(mq::Mq::new(
+            capacity,
+            *queues,
+            *lifetime,
+            *history_factor,
+            entries,
+        )),
+        PolicySpec::VdfLru => Box::new(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
+        PolicySpec::VdfLfu => Box::new(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
+    })
 }

@@ -1,0 +1,315 @@
+//! ARC, Adaptive Replacement Cache (Megiddo and Modha, FAST 2003).
+//!
+//! Two resident LRU lists, T1 (seen once recently) and T2 (seen at least twice), each backed
+//! by a ghost list of recently evicted keys, B1 and B2. A miss that finds its key in B1 grows
+//! the target size `p` of T1, one found in B2 shrinks it; REPLACE then evicts from T1 or T2
+//! depending on `p`.
+//!
+//! Sizes: all four lists are measured in capacity units (bytes in object mode), and `p` is a
+//! float, because that is what libCacheSim's `ARC` does and we match its miss counts exactly.
+//! Its variable-size details, reproduced here:
+//! - a ghost hit adjusts `p` by `max(|B2| / |B1|, 1)` (or the reverse) *before* the ghost is
+//!   dropped, and happens in `get`, so it also happens when the object is then not inserted;
+//! - "case IV" (a miss in all four lists) drops the LRU ghost of B1 and REPLACEs when
+//!   `|T1| + |B1| + size > c` and B1 is not empty; when B1 is empty it evicts T1's LRU
+//!   without keeping a ghost; otherwise it drops B2's LRU ghost once the four lists reach
+//!   `2c` (if B2 has one) and REPLACEs;
+//! - REPLACE evicts from T1 when T1 is non-empty and `|T1| > p` (or `|T1| == p` and the
+//!   current request hit B2), or when T2 is empty; otherwise from T2.
+//! - an insert after a ghost hit goes to T2's MRU end, any other insert to T1's.
+//!
+//! The eviction loop runs REPLACE until the new entry fits, so several entries may go.
+
+use super::list::{Link, List};
+use super::slab::{Slab, Slot};
+use super::{Access, ReadPolicy};
+
+const T1: u8 = 0;
+const T2: u8 = 1;
+const B1: u8 = 2;
+const B2: u8 = 3;
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: u64,
+    link: Link,
+    size: u32,
+    list: u8,
+}
+
+impl Slot for Entry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn link(&self) -> &Link {
+        &self.link
+    }
+    #[inline]
+    fn link_mut(&mut self) -> &mut Link {
+        &mut self.link
+    }
+}
+
+/// Which ghost list the current request hit in `get`, kept for the `insert` that follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GhostHit {
+    key: u64,
+    now: u64,
+    in_b2: bool,
+}
+
+/// ARC over a fixed arena (resident entries plus up to `c` units of ghosts).
+#[derive(Clone, Debug)]
+pub struct Arc {
+    slab: Slab<Entry>,
+    lists: [List; 4],
+    /// Units in each list, indexed like `lists`.
+    sizes: [u64; 4],
+    /// Target size of T1, in units.
+    p: f64,
+    ghost_hit: Option<GhostHit>,
+    resident: usize,
+    capacity: u64,
+}
+
+impl Arc {
+    /// `capacity` units; room for `entries` entries (resident + ghost) before growing.
+    pub fn new(capacity: u64, entries: usize) -> Self {
+        Arc {
+            slab: Slab::with_capacity(entries),
+            lists: [List::new(); 4],
+            sizes: [0; 4],
+            p: 0.0,
+            ghost_hit: None,
+            resident: 0,
+            capacity,
+        }
+    }
+
+    /// Target size of T1 (tests, diagnostics).
+    pub fn target_t1(&self) -> f64 {
+        self.p
+    }
+
+    fn unlink(&mut self, id: u32) {
+        let e = *self.slab.get(id);
+        self.lists[e.list as usize].unlink(self.slab.nodes(), id);
+        self.sizes[e.list as usize] -= u64::from(e.size);
+    }
+
+    fn push_front(&mut self, id: u32, list: u8) {
+        let e = self.slab.get_mut(id);
+        e.list = list;
+        let size = u64::from(e.size);
+        self.lists[list as usize].push_front(self.slab.nodes(), id);
+        self.sizes[list as usize] += size;
+    }
+
+    /// Drop the LRU ghost of `list` (B1 or B2) entirely.
+    fn drop_ghost(&mut self, list: u8) {
+        if let Some(id) = self.lists[list as usize].back() {
+            self.unlink(id);
+            self.slab.remove(id);
+        }
+    }
+
+    /// Move the LRU entry of resident list `from` to the MRU end of ghost list `to`.
+    fn demote(&mut self, from: u8, to: u8, evicted: &mut Vec<u64>) {
+        if let Some(id) = self.lists[from as usize].back() {
+            self.unlink(id);
+            self.push_front(id, to);
+            self.resident -= 1;
+            evicted.push(self.slab.get(id).key);
+        }
+    }
+
+    /// REPLACE of the paper, in libCacheSim's variable-size form.
+    fn replace(&mut self, hit_b2: bool, evicted: &mut Vec<u64>) {
+        let t1 = self.sizes[T1 as usize];
+        let t1f = t1 as f64;
+        let from_t1 =
+            (t1 > 0 && (t1f > self.p || (t1f == self.p && hit_b2))) || self.sizes[T2 as usize] == 0;
+        if from_t1 {
+            self.demote(T1, B1, evicted);
+        } else {
+            self.demote(T2, B2, evicted);
+        }
+    }
+
+    /// Make room on a miss that was in no list ("case IV").
+    fn evict_cold_miss(&mut self, size: u64, evicted: &mut Vec<u64>) {
+        let [t1, t2, b1, b2] = self.sizes;
+        if t1 + b1 + size > self.capacity {
+            if b1 > 0 {
+                self.drop_ghost(B1);
+                self.replace(false, evicted);
+            } else if let Some(id) = self.lists[T1 as usize].back() {
+                // T1 alone fills the cache: evict its LRU without remembering it.
+                self.unlink(id);
+                let e = self.slab.remove(id);
+                self.resident -= 1;
+                evicted.push(e.key);
+            } else {
+                self.replace(false, evicted);
+            }
+        } else {
+            if t1 + t2 + b1 + b2 >= 2 * self.capacity && b2 > 0 {
+                self.drop_ghost(B2);
+            }
+            self.replace(false, evicted);
+        }
+    }
+
+    #[inline]
+    fn used_units(&self) -> u64 {
+        self.sizes[T1 as usize] + self.sizes[T2 as usize]
+    }
+}
+
+impl ReadPolicy for Arc {
+    fn name(&self) -> &'static str {
+        "arc"
+    }
+
+    #[inline]
+    fn get(&mut self, acc: &Access<'_>) -> bool {
+        self.ghost_hit = None;
+        let Some(id) = self.slab.find(acc.key) else {
+            return false;
+        };
+        let e = *self.slab.get(id);
+        match e.list {
+            T1 => {
+                self.unlink(id);
+                self.push_front(id, T2);
+                true
+            }
+            T2 => {
+                self.lists[T2 as usize].move_to_front(self.slab.nodes(), id);
+                true
+            }
+            ghost => {
+                let (b1, b2) = (
+                    self.sizes[B1 as usize] as f64,
+                    self.sizes[B2 as usize] as f64,
+                );
+                let in_b2 = ghost == B2;
+                if in_b2 {
+                    let delta = (b1 / b2).max(1.0);
+                    self.p = (self.p - delta).max(0.0);
+                } else {
+                    let delta = (b2 / b1).max(1.0);
+                    self.p = (self.p + delta).min(self.capacity as f64);
+                }
+                self.unlink(id);
+                self.slab.remove(id);
+                self.ghost_hit = Some(GhostHit {
+                    key: acc.key,
+                    now: acc.now,
+                    in_b2,
+                });
+                false
+            }
+        }
+    }
+
+    fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
+        let ghost = self
+            .ghost_hit
+            .take()
+            .filter(|g| g.key == acc.key && g.now == acc.now);
+        let size = u64::from(acc.size);
+        if size > self.capacity {
+            return false;
+        }
+        debug_assert!(!self.contains(acc.key), "insert of a resident key");
+        while self.used_units() + size > self.capacity {
+            let before = self.resident;
+            match ghost {
+                Some(g) => self.replace(g.in_b2, evicted),
+                None => self.evict_cold_miss(size, evicted),
+            }
+            if self.resident == before && self.resident == 0 {
+                break;
+            }
+        }
+        let id = self.slab.insert(Entry {
+            key: acc.key,
+            link: Link::DETACHED,
+            size: acc.size,
+            list: T1,
+        });
+        self.push_front(id, if ghost.is_some() { T2 } else { T1 });
+        self.resident += 1;
+        debug_assert!(self.used_units() <= self.capacity);
+        true
+    }
+
+    fn remove(&mut self, key: u64) -> bool {
+        match self.slab.find(key) {
+            Some(id) if self.slab.get(id).list <= T2 => {
+                self.unlink(id);
+                self.slab.remove(id);
+                self.resident -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    #[inline]
+    fn contains(&self, key: u64) -> bool {
+        self.slab
+            .find(key)
+            .is_some_and(|id| self.slab.get(id).list <= T2)
+    }
+
+    fn len(&self) -> usize {
+        self.resident
+    }
+
+    fn used(&self) -> u64 {
+        self.used_units()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        self.slab.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::run_evictions;
+    use super::*;
+
+    #[test]
+    fn worked_example() {
+        // c = 2, unit sizes; lists shown MRU first, p starts at 0.
+        //  1 miss (case IV, room)      T1=[1]
+        //  2 miss                      T1=[2 1]
+        //  1 hit -> T2                 T1=[2] T2=[1]
+        //  3 miss: |T1|+|B1|+1 = 2 <= c, lists total 2 < 2c, REPLACE: |T1|=1 > p=0
+        //          -> 2 to B1          T1=[3] T2=[1] B1=[2]      (evicts 2)
+        //  2 miss, ghost hit in B1: p = min(0 + max(|B2|/|B1|, 1), c) = 1; B1=[]
+        //          REPLACE: |T1|=1 == p but the hit was in B1 -> from T2: 1 to B2
+        //          insert into T2          T1=[3] T2=[2] B2=[1]  (evicts 1)
+        //  4 miss: |T1|+|B1|+1 = 2 <= c; total 3 < 4; REPLACE: |T1|=1 == p=1, not a B2 hit
+        //          -> from T2: 2 to B2     T1=[4 3] B2=[2 1]     (evicts 2)
+        //  1 miss, ghost hit in B2: p = max(1 - max(|B1|/|B2|, 1), 0) = 0; B2=[2]
+        //          REPLACE: |T1|=2 > 0 -> 3 to B1; insert into T2
+        //                                  T1=[4] T2=[1] B1=[3] B2=[2]  (evicts 3)
+        let mut p = Arc::new(2, 4);
+        let (h, ev) = run_evictions(&mut p, &[1, 2, 1, 3, 2, 4, 1]);
+        assert_eq!(h, [false, false, true, false, false, false, false]);
+        assert_eq!(ev, [2, 1, 2, 3]);
+        assert_eq!(p.target_t1(), 0.0);
+        assert!(p.contains(4) && p.contains(1) && !p.contains(3) && !p.contains(2));
+        assert_eq!(p.len(), 2);
+    }
+}

@@ -1,0 +1,160 @@
+//! Property tests: the contract invariants of [`ReadPolicy`] for every policy on random
+//! streams, and VDF's "exactly the base policy while healthy" property.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::vdf::tests::Raid5;
+use super::{build_in, Access, MissCost, PolicySpec, ReadPolicy, Units};
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Request `key` of `size`; `insert_on_miss` false models a caller that declines to cache.
+    Req {
+        key: u64,
+        size: u32,
+        insert_on_miss: bool,
+    },
+    Remove(u64),
+}
+
+fn ops(max_size: u32) -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        12 => (0u64..48, 1..=max_size, prop::bool::weighted(0.9)).prop_map(|(key, size, ins)| {
+            Op::Req { key, size, insert_on_miss: ins }
+        }),
+        1 => (0u64..48).prop_map(Op::Remove),
+    ];
+    prop::collection::vec(op, 1..400)
+}
+
+fn all_specs() -> Vec<PolicySpec> {
+    let mut v: Vec<PolicySpec> = PolicySpec::NAMES
+        .iter()
+        .map(|n| PolicySpec::from_name(n).expect("listed name"))
+        .collect();
+    // MQ with a short lifetime so that expiry paths run.
+    v.push(PolicySpec::Mq {
+        queues: 4,
+        lifetime: 5,
+        history_factor: 2,
+    });
+    v
+}
+
+/// Drive `p` through `ops`, checking every invariant after every call. `sizes` models the
+/// size each resident key was inserted with (a hit does not change it).
+fn check_invariants(
+    p: &mut dyn ReadPolicy,
+    ops: &[Op],
+    cost: &dyn MissCost,
+) -> Result<(), TestCaseError> {
+    let mut sizes: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut evicted = Vec::new();
+    for (now, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Req {
+                key,
+                size,
+                insert_on_miss,
+            } => {
+                let acc = Access {
+                    key,
+                    size,
+                    now: now as u64,
+                    cost,
+                };
+                let was = p.contains(key);
+                let hit = p.get(&acc);
+                prop_assert_eq!(was, hit, "{}: contains disagrees with get", p.name());
+                if !hit && insert_on_miss {
+                    evicted.clear();
+                    let ok = p.insert(&acc, &mut evicted);
+                    prop_assert_eq!(ok, u64::from(size) <= p.capacity());
+                    let mut seen = evicted.clone();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    prop_assert_eq!(seen.len(), evicted.len(), "a key evicted twice");
+                    for k in &evicted {
+                        prop_assert!(!p.contains(*k), "{}: evicted {} still there", p.name(), k);
+                        prop_assert!(sizes.remove(k).is_some(), "evicted a non-resident key");
+                    }
+                    if ok {
+                        prop_assert!(p.contains(key));
+                        sizes.insert(key, size);
+                    }
+                }
+            }
+            Op::Remove(key) => {
+                let was = p.contains(key);
+                prop_assert_eq!(p.remove(key), was);
+                prop_assert!(!p.contains(key));
+                sizes.remove(&key);
+            }
+        }
+        prop_assert!(p.used() <= p.capacity(), "{}: over capacity", p.name());
+        prop_assert_eq!(p.len(), sizes.len(), "{}: len", p.name());
+        let model_used: u64 = sizes.values().map(|&s| u64::from(s)).sum();
+        prop_assert_eq!(p.used(), model_used, "{}: used", p.name());
+        for k in 0..48 {
+            prop_assert_eq!(
+                p.contains(k),
+                sizes.contains_key(&k),
+                "{}: key {}",
+                p.name(),
+                k
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_block_mode(ops in ops(1), cap in 1u64..40, failed in prop::option::of(0u32..4)) {
+        let cost = Raid5 { disks: 4, failed };
+        for spec in all_specs() {
+            let mut p = build_in(&spec, cap, Units::Blocks).expect("valid spec");
+            check_invariants(p.as_mut(), &ops, &cost)?;
+        }
+    }
+
+    #[test]
+    fn invariants_object_mode(ops in ops(64), cap in 1u64..400, failed in prop::option::of(0u32..4)) {
+        let cost = Raid5 { disks: 4, failed };
+        for spec in all_specs() {
+            let mut p = build_in(&spec, cap, Units::Bytes).expect("valid spec");
+            check_invariants(p.as_mut(), &ops, &cost)?;
+        }
+    }
+
+    #[test]
+    fn healthy_vdf_is_plain_lru_and_lfu(ops in ops(8), cap in 1u64..60, disks in 1u32..9) {
+        let cost = Raid5 { disks, failed: None };
+        for (vdf, plain) in [(PolicySpec::VdfLru, PolicySpec::Lru), (PolicySpec::VdfLfu, PolicySpec::Lfu)] {
+            let mut a = build_in(&vdf, cap, Units::Bytes).expect("valid");
+            let mut b = build_in(&plain, cap, Units::Bytes).expect("valid");
+            let (mut ea, mut eb) = (Vec::new(), Vec::new());
+            for (now, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Req { key, size, insert_on_miss } => {
+                        let acc = Access { key, size, now: now as u64, cost: &cost };
+                        let (ha, hb) = (a.get(&acc), b.get(&acc));
+                        prop_assert_eq!(ha, hb);
+                        if !ha && insert_on_miss {
+                            ea.clear();
+                            eb.clear();
+                            a.insert(&acc, &mut ea);
+                            b.insert(&acc, &mut eb);
+                            prop_assert_eq!(&ea, &eb);
+                        }
+                    }
+                    Op::Remove(key) => prop_assert_eq!(a.remove(key), b.remove(key)),
+                }
+            }
+        }
+    }
+}
