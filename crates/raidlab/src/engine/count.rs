@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::array::{Array, Plan};
-use crate::cache::read::{self, Access, MissCost, UniformCost};
+use crate::cache::read::{self, Access, MissCost, UniformCost, Units};
 use crate::config::{Capacity, Experiment, Unit, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
@@ -53,7 +53,11 @@ pub fn run(
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<CountMetrics> {
     let (capacity, footprint) = resolve_capacity(exp, footprint)?;
-    let mut policy = read::build(&exp.cache.policy, capacity)?;
+    let units = match exp.cache.unit {
+        Unit::Block => Units::Blocks,
+        Unit::Object => Units::Bytes,
+    };
+    let mut policy = read::build_in(&exp.cache.policy, capacity, units)?;
     let array = exp.array.as_ref().map(Array::new).transpose()?;
     let cost: &dyn MissCost = match &array {
         Some(a) => a,
