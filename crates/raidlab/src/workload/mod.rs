@@ -126,7 +126,7 @@ impl Format {
         "blkparse-d",
     ];
 
-    const ALL: [Format; 13] = [
+    pub(crate) const ALL: [Format; 13] = [
         Format::Auto,
         Format::Spc,
         Format::Msr,
