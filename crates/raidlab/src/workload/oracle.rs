@@ -144,3 +144,44 @@ mod tests {
         assert_eq!(r.next_request().unwrap(), None);
     }
 }
+
+/// Throughput check: `RAIDLAB_ORACLE_BENCH=FILE cargo test --release -p raidlab
+/// oracle_read_speed -- --ignored --nocapture` drains FILE through [`super::open`] (the same
+/// path the engine uses) and prints records per second.
+#[cfg(test)]
+mod speed {
+    use crate::workload::{open, Format, OpsFilter, SourceSpec, WorkloadSpec};
+
+    #[test]
+    #[ignore = "benchmark; needs RAIDLAB_ORACLE_BENCH=FILE and a release build"]
+    fn oracle_read_speed() {
+        let Some(path) = std::env::var_os("RAIDLAB_ORACLE_BENCH") else {
+            eprintln!("note: RAIDLAB_ORACLE_BENCH not set; skipped");
+            return;
+        };
+        let spec = WorkloadSpec {
+            source: SourceSpec::Trace {
+                path: path.into(),
+                format: Format::OracleGeneral,
+            },
+            ops: OpsFilter::All,
+            limit: None,
+            block_size: 4096,
+            device: None,
+        };
+        for _ in 0..3 {
+            let start = std::time::Instant::now();
+            let mut src = open(&spec).unwrap();
+            let (mut n, mut sum) = (0u64, 0u64);
+            while let Some(r) = src.next_request().unwrap() {
+                n += 1;
+                sum = sum.wrapping_add(r.offset);
+            }
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{n} records in {secs:.3} s: {:.1} M records/s (checksum {sum})",
+                n as f64 / secs / 1e6
+            );
+        }
+    }
+}
