@@ -38,6 +38,23 @@ pub trait LineFormat {
 /// so that no cache block or stripe unit (both at most 1 MiB) straddles two devices.
 pub const DEVICE_ALIGN_BYTES: u64 = 1 << 20;
 
+/// Largest request a block trace may carry. Real I/Os are at most a few MiB; anything near
+/// this is a corrupt record, and passing it on would make the cache split one request into
+/// millions of blocks.
+pub const MAX_REQUEST_BYTES: u64 = 1 << 32;
+
+/// Reject absurd lengths (shared by the pre-pass and the main pass).
+fn check_len(rec: &Rec) -> Result<(), String> {
+    if rec.len_bytes > MAX_REQUEST_BYTES {
+        Err(format!(
+            "request length {} bytes exceeds the {MAX_REQUEST_BYTES}-byte limit of one request",
+            rec.len_bytes
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// Where each device of a multi-device trace lands in the flat address space.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {
@@ -106,7 +123,10 @@ pub(crate) fn scan_layout<R: BufRead, F: LineFormat>(
     let mut line_no = 0u64;
     while read_line(&mut input, &mut buf).map_err(|e| Error::io(label, &e))? {
         line_no += 1;
-        let rec = match fmt.parse(line_no, &buf) {
+        let rec = match fmt
+            .parse(line_no, &buf)
+            .and_then(|r| r.map(|r| check_len(&r).map(|()| r)).transpose())
+        {
             Ok(Some(rec)) => rec,
             Ok(None) => continue,
             Err(msg) => return Err(Error::trace_line(label, line_no, msg)),
@@ -169,7 +189,8 @@ impl<R: BufRead, F: LineFormat> TextReader<R, F> {
                 return Ok(None);
             }
             self.line_no += 1;
-            let rec = match self.fmt.parse(self.line_no, &self.buf) {
+            let parsed = self.fmt.parse(self.line_no, &self.buf);
+            let rec = match parsed.and_then(|r| r.map(|r| check_len(&r).map(|()| r)).transpose()) {
                 Ok(Some(rec)) => rec,
                 Ok(None) => continue,
                 Err(msg) => return Err(self.fail(msg)),
@@ -299,6 +320,15 @@ mod tests {
         );
         let huge = BTreeMap::from([(0, u64::MAX), (1, 1)]);
         assert_eq!(Layout::back_to_back(&huge), None);
+    }
+
+    #[test]
+    fn absurd_lengths_are_rejected() {
+        let e = super::error_of(b"0,0,4294967297,r,0\n", crate::workload::spc::Spc);
+        assert_eq!(
+            e,
+            "t: line 1: request length 4294967297 bytes exceeds the 4294967296-byte limit of one request"
+        );
     }
 
     #[test]
