@@ -2,9 +2,39 @@
 //! [`Request`]s. Traces are streamed record by record, never loaded whole; compressed files
 //! (`.gz .zst .bz2 .xz`) are decompressed on the fly.
 
-use std::path::PathBuf;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+mod binary;
+mod parse;
+mod text;
+
+pub mod blkparse;
+pub mod cloudphysics;
+pub mod decompress;
+pub mod disksim;
+pub mod keys;
+pub mod mqsim;
+pub mod msr;
+pub mod oracle;
+pub mod sniff;
+pub mod spc;
+pub mod stats;
+pub mod synth;
+pub mod systor;
+pub mod tencent;
+
+#[cfg(test)]
+mod malformed_tests;
+#[cfg(test)]
+mod real_traces_tests;
+#[cfg(test)]
+mod sniff_tests;
+
+pub use stats::TraceStats;
+pub use text::{Layout, LineFormat, Rec, TextReader, DEVICE_ALIGN_BYTES};
 
 /// Direction of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,17 +102,19 @@ pub enum Format {
     KeysU32Be,
     /// Little-endian u32 keys, 4 bytes a request.
     KeysU32Le,
-    /// Linux blkparse default text output.
+    /// Linux blkparse default text output, `Q` (queued) events.
     Blkparse,
+    /// Linux blkparse default text output, `D` (dispatched) events.
+    BlkparseDispatch,
 }
 
 impl Format {
-    /// Every accepted format name.
+    /// Every name [`Format::from_name`] accepts, in the canonical spelling.
     pub const NAMES: &'static [&'static str] = &[
         "auto",
         "spc",
         "msr",
-        "oracle",
+        "oracleGeneral",
         "cloudphysics",
         "mqsim",
         "disksim",
@@ -91,24 +123,68 @@ impl Format {
         "keys-u32be",
         "keys-u32le",
         "blkparse",
+        "blkparse-d",
     ];
-    /// Parse a format name.
+
+    pub(crate) const ALL: [Format; 13] = [
+        Format::Auto,
+        Format::Spc,
+        Format::Msr,
+        Format::OracleGeneral,
+        Format::CloudPhysicsCsv,
+        Format::MqSim,
+        Format::DiskSim,
+        Format::Systor,
+        Format::TencentCbs,
+        Format::KeysU32Be,
+        Format::KeysU32Le,
+        Format::Blkparse,
+        Format::BlkparseDispatch,
+    ];
+
+    /// The canonical name (one of [`Format::NAMES`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Spc => "spc",
+            Format::Msr => "msr",
+            Format::OracleGeneral => "oracleGeneral",
+            Format::CloudPhysicsCsv => "cloudphysics",
+            Format::MqSim => "mqsim",
+            Format::DiskSim => "disksim",
+            Format::Systor => "systor",
+            Format::TencentCbs => "tencent",
+            Format::KeysU32Be => "keys-u32be",
+            Format::KeysU32Le => "keys-u32le",
+            Format::Blkparse => "blkparse",
+            Format::BlkparseDispatch => "blkparse-d",
+        }
+    }
+
+    /// The format called `name`: a canonical name, compared ignoring ASCII case and treating
+    /// `_` as `-`. `None` for anything else (the config layer turns that into an error that
+    /// lists [`Format::NAMES`]).
     pub fn from_name(name: &str) -> Option<Format> {
-        Some(match name {
-            "auto" => Format::Auto,
-            "spc" => Format::Spc,
-            "msr" => Format::Msr,
-            "oracle" => Format::OracleGeneral,
-            "cloudphysics" => Format::CloudPhysicsCsv,
-            "mqsim" => Format::MqSim,
-            "disksim" => Format::DiskSim,
-            "systor" => Format::Systor,
-            "tencent" => Format::TencentCbs,
-            "keys-u32be" => Format::KeysU32Be,
-            "keys-u32le" => Format::KeysU32Le,
-            "blkparse" => Format::Blkparse,
-            _ => return None,
-        })
+        let norm = name.trim().to_ascii_lowercase().replace('_', "-");
+        // Short alias used in docs and examples.
+        if norm == "oracle" {
+            return Some(Format::OracleGeneral);
+        }
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(&norm))
+    }
+
+    /// Whether records carry a device number (ASU, disk, LUN, volume) to lay out or select.
+    pub fn has_devices(self) -> bool {
+        !matches!(
+            self,
+            Format::Auto
+                | Format::OracleGeneral
+                | Format::CloudPhysicsCsv
+                | Format::KeysU32Be
+                | Format::KeysU32Le
+        )
     }
 }
 
@@ -159,17 +235,225 @@ pub struct WorkloadSpec {
     pub limit: Option<u64>,
     /// Cache block size in bytes (power of two, >= 512).
     pub block_size: u32,
-    /// Keep only this device (ASU, disk number, volume) of a multi-device trace.
+    /// For multi-device traces: keep only this device's requests, at the device's own
+    /// offsets. `None` lays all devices back to back (see `docs/formats.md`).
     pub device: Option<u64>,
 }
 
 /// Open the workload: the reader or generator, with the `ops` filter and `limit` applied.
 pub fn open(spec: &WorkloadSpec) -> Result<Box<dyn RequestSource>> {
-    let _ = spec;
-    Err(crate::error::Error::config(
-        "workload",
-        "not implemented yet",
-    ))
+    let keep = Keep::of(spec);
+    match &spec.source {
+        SourceSpec::Trace { path, format } => open_trace(path, *format, spec.device, keep),
+        SourceSpec::Synthetic(synth) => {
+            if spec.device.is_some() {
+                return Err(Error::config(
+                    "workload.device",
+                    "a synthetic workload has no devices to select from",
+                ));
+            }
+            synth::open(synth, keep)
+        }
+    }
+}
+
+/// Open the trace at `path` (decompressing transparently, sniffing when `format` is
+/// [`Format::Auto`]). No `ops` filter or limit.
+pub fn open_trace_file(
+    path: &Path,
+    format: Format,
+    device: Option<u64>,
+) -> Result<Box<dyn RequestSource>> {
+    open_trace(path, format, device, Keep::ALL)
+}
+
+/// The format of the trace at `path`: sniffed from its first [`sniff::SNIFF_BYTES`]
+/// decompressed bytes and its name.
+pub fn sniff_path(path: &Path) -> Result<Format> {
+    let label = path.display().to_string();
+    let mut head = Vec::with_capacity(sniff::SNIFF_BYTES);
+    decompress::open_path(path)?
+        .take(sniff::SNIFF_BYTES as u64 + 1)
+        .read_to_end(&mut head)
+        .map_err(|e| Error::io(&label, &e))?;
+    let complete = head.len() <= sniff::SNIFF_BYTES;
+    head.truncate(sniff::SNIFF_BYTES);
+    let name = decompress::Compression::strip_extension(&label);
+    sniff::sniff(name, &head, complete).map_err(|e| match e {
+        Error::Format { msg, .. } => Error::Format { file: label, msg },
+        other => other,
+    })
+}
+
+/// A reader over in-memory, uncompressed trace bytes (tests, fuzzing, embedding). `label`
+/// names the data in errors and is the file name for sniffing.
+pub fn from_bytes<'a>(
+    format: Format,
+    label: &str,
+    bytes: &'a [u8],
+    device: Option<u64>,
+) -> Result<Box<dyn RequestSource + 'a>> {
+    let format = match format {
+        Format::Auto => sniff::sniff(
+            label,
+            bytes.get(..sniff::SNIFF_BYTES).unwrap_or(bytes),
+            bytes.len() <= sniff::SNIFF_BYTES,
+        )?,
+        f => f,
+    };
+    build(format, label, device, || Ok(bytes), Keep::ALL)
+}
+
+fn open_trace(
+    path: &Path,
+    format: Format,
+    device: Option<u64>,
+    keep: Keep,
+) -> Result<Box<dyn RequestSource>> {
+    let format = match format {
+        Format::Auto => sniff_path(path)?,
+        f => f,
+    };
+    let label = path.display().to_string();
+    build(format, &label, device, || decompress::open_path(path), keep)
+}
+
+/// The reader for `format`, whose input `reopen` yields (twice for multi-device text
+/// formats: once for the layout pre-pass, once to read).
+fn build<'a, R: Read + Send + 'a>(
+    format: Format,
+    label: &str,
+    device: Option<u64>,
+    mut reopen: impl FnMut() -> Result<R>,
+    keep: Keep,
+) -> Result<Box<dyn RequestSource + 'a>> {
+    let no_devices = |device: Option<u64>| match device {
+        None => Ok(()),
+        Some(_) => Err(Error::config(
+            "workload.device",
+            format!(
+                "trace format `{}` has no device numbers to select from",
+                format.name()
+            ),
+        )),
+    };
+    match format {
+        Format::Spc => text_source(spc::Spc, label, device, reopen, keep),
+        Format::Msr => text_source(msr::Msr, label, device, reopen, keep),
+        Format::CloudPhysicsCsv => {
+            text_source(cloudphysics::CloudPhysics, label, device, reopen, keep)
+        }
+        Format::MqSim => text_source(mqsim::MqSim, label, device, reopen, keep),
+        Format::DiskSim => text_source(disksim::DiskSim, label, device, reopen, keep),
+        Format::Systor => text_source(systor::Systor, label, device, reopen, keep),
+        Format::TencentCbs => text_source(tencent::TencentCbs, label, device, reopen, keep),
+        Format::Blkparse => text_source(blkparse::Blkparse::queue(), label, device, reopen, keep),
+        Format::BlkparseDispatch => {
+            text_source(blkparse::Blkparse::dispatch(), label, device, reopen, keep)
+        }
+        Format::OracleGeneral => {
+            no_devices(device)?;
+            Ok(keep.apply(oracle::OracleReader::new(reopen()?, label)))
+        }
+        Format::KeysU32Be => {
+            no_devices(device)?;
+            Ok(keep.apply(keys::KeysReader::new(reopen()?, keys::Endian::Big, label)))
+        }
+        Format::KeysU32Le => {
+            no_devices(device)?;
+            Ok(keep.apply(keys::KeysReader::new(
+                reopen()?,
+                keys::Endian::Little,
+                label,
+            )))
+        }
+        Format::Auto => Err(Error::Format {
+            file: label.to_string(),
+            msg: "format `auto` must be resolved by sniffing before a reader is built".to_string(),
+        }),
+    }
+}
+
+fn text_source<'a, R: Read + Send + 'a, F: text::LineFormat + 'a>(
+    fmt: F,
+    label: &str,
+    device: Option<u64>,
+    mut reopen: impl FnMut() -> Result<R>,
+    keep: Keep,
+) -> Result<Box<dyn RequestSource + 'a>> {
+    let buffered = |r: R| BufReader::with_capacity(decompress::BUF_BYTES, r);
+    let layout = text::layout_for::<F>(device, || {
+        text::scan_layout(buffered(reopen()?), &fmt, label)
+    })?;
+    let reader = TextReader::new(buffered(reopen()?), fmt, label, layout);
+    Ok(keep.apply(reader))
+}
+
+/// The `ops` filter and `limit`, applied around a source.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keep {
+    reads_only: bool,
+    limit: Option<u64>,
+}
+
+impl Keep {
+    pub(crate) const ALL: Keep = Keep {
+        reads_only: false,
+        limit: None,
+    };
+
+    fn of(spec: &WorkloadSpec) -> Keep {
+        Keep {
+            reads_only: spec.ops == OpsFilter::Reads,
+            limit: spec.limit,
+        }
+    }
+
+    /// Box `source`, wrapped only when something is filtered, so the plain case costs one
+    /// virtual call per request.
+    pub(crate) fn apply<'a, S: RequestSource + 'a>(self, source: S) -> Box<dyn RequestSource + 'a> {
+        if !self.reads_only && self.limit.is_none() {
+            return Box::new(source);
+        }
+        Box::new(Kept {
+            inner: source,
+            reads_only: self.reads_only,
+            left: self.limit.unwrap_or(u64::MAX),
+        })
+    }
+}
+
+struct Kept<S> {
+    inner: S,
+    reads_only: bool,
+    /// Requests still to hand out (after filtering).
+    left: u64,
+}
+
+impl<S: RequestSource> RequestSource for Kept<S> {
+    #[inline]
+    fn next_request(&mut self) -> Result<Option<Request>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        while let Some(req) = self.inner.next_request()? {
+            if self.reads_only && req.op == Op::Write {
+                continue;
+            }
+            self.left -= 1;
+            return Ok(Some(req));
+        }
+        self.left = 0;
+        Ok(None)
+    }
+
+    fn addressing(&self) -> Addressing {
+        self.inner.addressing()
+    }
+
+    fn label(&self) -> &str {
+        self.inner.label()
+    }
 }
 
 /// The cache blocks a request touches: `(first_block, count)`. A zero-length byte request

@@ -1,0 +1,187 @@
+//! libCacheSim's oracleGeneral binary format: packed little-endian 24-byte records
+//! `u32 time_s, u64 obj_id, u32 obj_size, i64 next_access_vtime`.
+//!
+//! Requests are keyed ([`Addressing::Keys`]): `offset` is the object id, `len` its size in
+//! bytes. The format has no direction; every request is a read. `next_access_vtime` is the
+//! oracle's future knowledge and is not carried into the request stream. Times are whole
+//! seconds relative to the first record.
+
+use std::io::Read;
+
+use super::binary::{Next, Records};
+use super::{Addressing, Op, Request, RequestSource};
+use crate::error::{Error, Result};
+
+/// Bytes in one record.
+pub const RECORD_BYTES: usize = 24;
+
+/// Reader of oracleGeneral records.
+pub struct OracleReader<R> {
+    records: Records<R>,
+    label: String,
+    record_no: u64,
+    first_time_s: Option<u32>,
+    done: bool,
+}
+
+impl<R: Read> OracleReader<R> {
+    pub fn new(input: R, label: &str) -> Self {
+        OracleReader {
+            records: Records::new(input),
+            label: label.to_string(),
+            record_no: 0,
+            first_time_s: None,
+            done: false,
+        }
+    }
+}
+
+#[inline]
+fn decode(rec: &[u8; RECORD_BYTES]) -> (u32, u64, u32) {
+    let [t0, t1, t2, t3, i0, i1, i2, i3, i4, i5, i6, i7, s0, s1, s2, s3, ..] = *rec;
+    (
+        u32::from_le_bytes([t0, t1, t2, t3]),
+        u64::from_le_bytes([i0, i1, i2, i3, i4, i5, i6, i7]),
+        u32::from_le_bytes([s0, s1, s2, s3]),
+    )
+}
+
+impl<R: Read> RequestSource for OracleReader<R> {
+    #[inline]
+    fn next_request(&mut self) -> Result<Option<Request>> {
+        if self.done {
+            return Ok(None);
+        }
+        let next = self.records.next::<RECORD_BYTES>();
+        self.record_no += 1;
+        match next {
+            Ok(Next::Record(rec)) => {
+                let (time_s, id, size) = decode(&rec);
+                let first = *self.first_time_s.get_or_insert(time_s);
+                let time_ns = u64::from(time_s.saturating_sub(first)) * 1_000_000_000;
+                Ok(Some(Request {
+                    time_ns,
+                    op: Op::Read,
+                    offset: id,
+                    len: u64::from(size),
+                }))
+            }
+            Ok(Next::End) => {
+                self.done = true;
+                Ok(None)
+            }
+            Ok(Next::Truncated(n)) => {
+                self.done = true;
+                Err(Error::trace_record(
+                    &self.label,
+                    self.record_no,
+                    format!("truncated record: expected {RECORD_BYTES} bytes, found {n}"),
+                ))
+            }
+            Err(e) => {
+                self.done = true;
+                Err(Error::io(&self.label, &e))
+            }
+        }
+    }
+
+    fn addressing(&self) -> Addressing {
+        Addressing::Keys
+    }
+
+    fn label(&self) -> &str {
+        &self.label
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(time: u32, id: u64, size: u32, next: i64) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&time.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+        v.extend_from_slice(&size.to_le_bytes());
+        v.extend_from_slice(&next.to_le_bytes());
+        v
+    }
+
+    #[test]
+    fn worked_example() {
+        let mut bytes = rec(100, 7, 4096, 2);
+        bytes.extend(rec(102, 1 << 40, 512, -1));
+        bytes.extend(rec(101, 7, 4096, i64::MAX));
+        let mut r = OracleReader::new(&bytes[..], "t.bin");
+        let r0 = r.next_request().unwrap().unwrap();
+        assert_eq!(
+            (r0.time_ns, r0.op, r0.offset, r0.len),
+            (0, Op::Read, 7, 4096)
+        );
+        let r1 = r.next_request().unwrap().unwrap();
+        assert_eq!(
+            (r1.time_ns, r1.offset, r1.len),
+            (2_000_000_000, 1 << 40, 512)
+        );
+        let r2 = r.next_request().unwrap().unwrap();
+        assert_eq!(r2.time_ns, 1_000_000_000);
+        assert_eq!(r.next_request().unwrap(), None);
+        assert_eq!(r.addressing(), Addressing::Keys);
+    }
+
+    #[test]
+    fn truncated_record_names_its_number() {
+        let mut bytes = rec(1, 1, 1, 1);
+        bytes.extend(rec(1, 2, 1, 1));
+        bytes.truncate(24 + 10);
+        let mut r = OracleReader::new(&bytes[..], "t.bin");
+        assert!(r.next_request().unwrap().is_some());
+        let e = r.next_request().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.bin: record 2: truncated record: expected 24 bytes, found 10"
+        );
+        assert_eq!(r.next_request().unwrap(), None);
+    }
+}
+
+/// Throughput check: `RAIDLAB_ORACLE_BENCH=FILE cargo test --release -p raidlab
+/// oracle_read_speed -- --ignored --nocapture` drains FILE through [`super::open`] (the same
+/// path the engine uses) and prints records per second.
+#[cfg(test)]
+mod speed {
+    use crate::workload::{open, Format, OpsFilter, SourceSpec, WorkloadSpec};
+
+    #[test]
+    #[ignore = "benchmark; needs RAIDLAB_ORACLE_BENCH=FILE and a release build"]
+    fn oracle_read_speed() {
+        let Some(path) = std::env::var_os("RAIDLAB_ORACLE_BENCH") else {
+            eprintln!("note: RAIDLAB_ORACLE_BENCH not set; skipped");
+            return;
+        };
+        let spec = WorkloadSpec {
+            source: SourceSpec::Trace {
+                path: path.into(),
+                format: Format::OracleGeneral,
+            },
+            ops: OpsFilter::All,
+            limit: None,
+            block_size: 4096,
+            device: None,
+        };
+        for _ in 0..3 {
+            let start = std::time::Instant::now();
+            let mut src = open(&spec).unwrap();
+            let (mut n, mut sum) = (0u64, 0u64);
+            while let Some(r) = src.next_request().unwrap() {
+                n += 1;
+                sum = sum.wrapping_add(r.offset);
+            }
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{n} records in {secs:.3} s: {:.1} M records/s (checksum {sum})",
+                n as f64 / secs / 1e6
+            );
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Seeded synthetic generators. Every generator is a pure function of its spec: the same seed
+//! gives the same requests bit for bit on every platform, because randomness comes from
+//! ChaCha8 and the only transcendental functions used come from `libm` (a portable Rust
+//! implementation, not the platform's C library).
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{Keep, RequestSource, SynthSpec};
+use crate::error::{Error, Result};
+
+pub mod permute;
+pub mod uniform;
+pub mod websearch;
+pub mod zipf;
+
+pub use permute::Scatter;
+pub use uniform::Uniform;
+pub use websearch::WebSearch;
+pub use zipf::{Zipf, ZipfSampler};
+
+/// Build the generator `spec` describes, with the `ops` filter and limit applied.
+pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource>> {
+    Ok(match *spec {
+        SynthSpec::Zipf {
+            keys,
+            alpha,
+            requests,
+            seed,
+        } => keep.apply(Zipf::new(keys, alpha, requests, seed)?),
+        SynthSpec::Uniform {
+            keys,
+            requests,
+            seed,
+        } => keep.apply(Uniform::new(keys, requests, seed)?),
+        SynthSpec::WebSearch {
+            space_bytes,
+            requests,
+            mean_interarrival_ns,
+            seed,
+        } => keep.apply(WebSearch::new(
+            space_bytes,
+            requests,
+            mean_interarrival_ns,
+            seed,
+        )?),
+    })
+}
+
+/// The generator's random stream. Separate seeds for separate purposes are derived from
+/// the user's seed by ChaCha's stream selector, so adding a draw of one kind never shifts
+/// another.
+pub(crate) fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(stream);
+    r
+}
+
+/// A uniform double in [0, 1) with 53 random bits.
+#[inline]
+pub(crate) fn unit_f64(rng: &mut ChaCha8Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A uniform integer in [0, n), unbiased (Lemire's multiply-and-reject). `n > 0`.
+#[inline]
+pub(crate) fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {
+    debug_assert!(n > 0);
+    let threshold = n.wrapping_neg() % n;
+    loop {
+        let m = u128::from(rng.next_u64()) * u128::from(n);
+        if (m as u64) >= threshold {
+            return (m >> 64) as u64;
+        }
+    }
+}
+
+/// A config error for the synthetic generator's `key`.
+pub(crate) fn bad(key: &str, msg: impl Into<String>) -> Error {
+    Error::config(format!("workload.synthetic.{key}"), msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn below_is_in_range_and_covers_it() {
+        let mut r = rng(1, 0);
+        let mut seen = [0u32; 7];
+        for _ in 0..7000 {
+            seen[below(&mut r, 7) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&c| (800..1200).contains(&c)), "{seen:?}");
+        let u = unit_f64(&mut r);
+        assert!((0.0..1.0).contains(&u));
+    }
+}

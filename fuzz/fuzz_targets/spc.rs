@@ -1,0 +1,14 @@
+//! Fuzz the spc reader: any input must end cleanly or yield an error naming the input,
+//! never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use raidlab::workload::{from_bytes, Format};
+
+fuzz_target!(|data: &[u8]| {
+    for format in [Format::Spc] {
+        if let Ok(mut source) = from_bytes(format, "fuzz", data, None) {
+            while let Ok(Some(_)) = source.next_request() {}
+        }
+    }
+});
