@@ -184,7 +184,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    console = Console(stderr=False)
+    # Piped output is read by scripts and logs: do not squeeze tables into 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)
     try:
         return int(args.func(args, console))

@@ -147,6 +147,18 @@ fn run(
     Ok(out)
 }
 
+/// Summarise a trace file; returns JSON text with the format read under `"format"`.
+#[pyfunction]
+#[pyo3(signature = (path, format="auto", block_size=4096))]
+fn trace_stats(py: Python<'_>, path: PathBuf, format: &str, block_size: u32) -> PyResult<String> {
+    let (fmt, stats) = py
+        .allow_threads(|| raidlab::workload::stats::file_stats(&path, format, block_size))
+        .map_err(|e| to_py(py, e))?;
+    let mut v = stats.to_json();
+    v["format"] = fmt.name().into();
+    Ok(v.to_string())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -158,5 +170,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RaidlabIOError", py.get_type::<RaidlabIOError>())?;
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     Ok(())
 }

@@ -2,7 +2,6 @@
 //! with no clock. This is what cache papers report (hit ratio, RGR) and it must run at
 //! cache-simulator speed: the loop below allocates nothing per request.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::array::{Array, Plan};
@@ -10,7 +9,7 @@ use crate::cache::read::{self, Access, MissCost, UniformCost, Units};
 use crate::config::{Capacity, Experiment, Unit, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
-use crate::workload::{self, block_span, Addressing, Op, WorkloadSpec};
+use crate::workload::{self, block_span, Addressing, Op, TraceStats, WorkloadSpec};
 
 /// Requests between two progress callbacks; a power of two so the check is a mask.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
@@ -18,15 +17,7 @@ pub const PROGRESS_EVERY: u64 = 1 << 20;
 /// Unique blocks the workload touches (a streaming pre-pass), for `capacity_fraction`.
 pub fn footprint_blocks(spec: &WorkloadSpec) -> Result<u64> {
     let mut src = workload::open(spec)?;
-    let addressing = src.addressing();
-    let mut seen: HashSet<u64> = HashSet::new();
-    while let Some(req) = src.next_request()? {
-        let (first, count) = block_span(&req, addressing, spec.block_size);
-        for lba in first..first + count {
-            seen.insert(lba);
-        }
-    }
-    Ok(seen.len() as u64)
+    Ok(TraceStats::compute(src.as_mut(), spec.block_size)?.unique_blocks)
 }
 
 /// Resolve the configured capacity to units, computing the footprint if needed (or using the

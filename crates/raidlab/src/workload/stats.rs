@@ -150,6 +150,59 @@ impl TraceStats {
     }
 }
 
+/// `raidlab trace stats`: sniff (for `"auto"`) and summarise the trace at `path`. Returns the
+/// format actually read with the summary.
+pub fn file_stats(
+    path: &std::path::Path,
+    format: &str,
+    block_size: u32,
+) -> Result<(super::Format, TraceStats)> {
+    use crate::error::Error;
+    let fmt = super::Format::from_name(format).ok_or_else(|| {
+        Error::config(
+            "format",
+            format!("expected one of {:?}, got {format:?}", super::Format::NAMES),
+        )
+    })?;
+    if !block_size.is_power_of_two() || block_size < 512 {
+        return Err(Error::config(
+            "block_size",
+            format!("expected a power of two >= 512, got {block_size}"),
+        ));
+    }
+    let fmt = match fmt {
+        super::Format::Auto => super::sniff_path(path)?,
+        f => f,
+    };
+    let mut src = super::open_trace_file(path, fmt, None)?;
+    Ok((fmt, TraceStats::compute(src.as_mut(), block_size)?))
+}
+
+impl TraceStats {
+    /// A flat JSON record (times in seconds, histogram as `[upper_bound_bytes, count]` pairs).
+    pub fn to_json(&self) -> serde_json::Value {
+        let secs = |ns: Option<u64>| ns.map(|t| t as f64 / 1e9);
+        serde_json::json!({
+            "addressing": match self.addressing {
+                Addressing::Bytes => "bytes",
+                Addressing::Keys => "keys",
+            },
+            "requests": self.requests,
+            "reads": self.reads,
+            "writes": self.writes,
+            "read_share": self.read_share,
+            "block_size": self.block_size,
+            "footprint_blocks": self.unique_blocks,
+            "footprint_bytes": self.footprint_bytes,
+            "total_bytes": self.total_bytes,
+            "first_time_s": secs(self.first_time_ns),
+            "last_time_s": secs(self.last_time_ns),
+            "span_s": self.span_ns as f64 / 1e9,
+            "size_histogram": self.size_buckets(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
