@@ -42,12 +42,28 @@ def reductions(table: Any, pairs: list[list[str]]) -> Any:
     return out
 
 
+def avoidable_reductions(frame: Any, table: Any, spec: dict[str, Any]) -> Any:
+    """Reduction of the part of the value a policy can influence: ``(base - new) / (base -
+    floor)``, where ``floor`` (e.g. ``rgr_floor``, the compulsory-miss RGR) is the same for
+    every policy of a row."""
+    import pandas as pd
+
+    floor = frame.groupby(list(spec["rows"]), sort=False)[spec["floor"]].first().reindex(table.index)
+    out = pd.DataFrame(index=table.index)
+    for base, new in spec.get("compare", []):
+        if base in table.columns and new in table.columns:
+            out[f"{new} vs {base}"] = (table[base] - table[new]) / (table[base] - floor)
+    return out
+
+
 def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
-    """Per comparison: (name, best reduction, median, cells improved, cells)."""
+    """Per comparison and value of the first row key (the workload): (label, best reduction,
+    median, cells improved, cells)."""
     out = []
-    for c in red.columns:
-        col = red[c].dropna()
-        out.append((c, float(col.max()), float(col.median()), int((col > 0).sum()), len(col)))
+    for group, sub in red.groupby(level=0, sort=False):
+        for c in sub.columns:
+            col = sub[c].dropna()
+            out.append((f"{group}: {c}", float(col.max()), float(col.median()), int((col > 0).sum()), len(col)))
     return out
 
 
@@ -141,6 +157,14 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             )
             for c, best, med, k, n in summary(red):
                 console.print(f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells")
+        if pairs and s.spec.get("floor") in s.frame.columns:
+            avoid = avoidable_reductions(s.frame, table, s.spec)
+            title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']})"
+            console.print(console_table(avoid, title_a, "{:+.1%}"))
+            body.append(f"<h3>{html.escape(title_a)}</h3>")
+            body.append(avoid.to_html(float_format=lambda v: f"{v:+.1%}"))
+            for c, best, med, k, n in summary(avoid):
+                console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
         if "plot_x" in s.spec:
             for png in plot(s.frame, s.spec, out / f"{stem}.png"):
                 body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')

@@ -57,7 +57,7 @@ def plan_file(path: Path, skip_traces: bool) -> Plan:
         if trace is not None:
             resolved = (base / trace).resolve()
             if skip_traces:
-                plan.skipped.append(f"{name}: trace runs skipped (demo uses synthetic data only)")
+                plan.skipped.append(f"{name}: trace runs are skipped in the demo (synthetic data only)")
                 continue
             if not resolved.exists():
                 plan.skipped.append(f"{name}: trace {trace} not found")
@@ -88,8 +88,11 @@ def reproduce(
     sections = []
     for f in files:
         plan = plan_file(f, skip_traces)
-        for note in plan.skipped:
-            console.print(f"[yellow]skipped[/yellow] {note}", highlight=False)
+        if plan.skipped:
+            console.print(
+                f"[yellow]skipped[/yellow] {len(plan.skipped)} runs of {f.name} (see the report): {plan.skipped[0]}",
+                highlight=False,
+            )
         if not plan.trees:
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue

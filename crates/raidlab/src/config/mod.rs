@@ -445,7 +445,8 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
             seed,
         },
         Some("websearch") => {
-            let space_gib = t.float("space_gib", 0.001, 1e6)?.unwrap_or(16.0);
+            // 60 GB: the span of SPC-1-web as the VDF paper gives it.
+            let space_gib = t.float("space_gib", 0.001, 1e6)?.unwrap_or(60.0);
             let mean_ms = t.float("mean_interarrival_ms", 1e-6, 1e9)?.unwrap_or(3.7);
             SynthSpec::WebSearch {
                 space_bytes: (space_gib * (1u64 << 30) as f64) as u64,

@@ -4,34 +4,67 @@
 
 use std::time::Instant;
 
-use crate::array::{Array, Plan};
+use crate::array::{Array, ArraySpec, Plan};
 use crate::cache::read::{self, Access, MissCost, UniformCost, Units};
 use crate::config::{Capacity, Experiment, Unit, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
-use crate::workload::{self, block_span, Addressing, Op, TraceStats, WorkloadSpec};
+use crate::workload::stats::BlockSet;
+use crate::workload::{self, block_span, Addressing, Op, WorkloadSpec};
 
 /// Requests between two progress callbacks; a power of two so the check is a mask.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
 
-/// Unique blocks the workload touches (a streaming pre-pass), for `capacity_fraction`.
-pub fn footprint_blocks(spec: &WorkloadSpec) -> Result<u64> {
-    let mut src = workload::open(spec)?;
-    Ok(TraceStats::compute(src.as_mut(), spec.block_size)?.unique_blocks)
+/// What a streaming pre-pass over the workload learns: its footprint (for
+/// `capacity_fraction`) and the compulsory-miss floor of RGR (what every policy pays for the
+/// first read of each block, however large the cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prepass {
+    /// Unique blocks touched (reads and writes).
+    pub footprint_blocks: u64,
+    /// Disk blocks read from surviving disks to serve the first read of every block.
+    pub cold_miss_disk_blocks: u64,
 }
 
-/// Resolve the configured capacity to units, computing the footprint if needed (or using the
-/// one given, so a sweep computes it once per workload).
-pub fn resolve_capacity(exp: &Experiment, footprint: Option<u64>) -> Result<(u64, Option<u64>)> {
+/// One pass over `workload`: footprint and the cold-miss cost on `array` (a single healthy
+/// device when `None`).
+pub fn prepass(workload: &WorkloadSpec, array: Option<&ArraySpec>) -> Result<Prepass> {
+    let array = array.map(Array::new).transpose()?;
+    let mut src = workload::open(workload)?;
+    let addressing = src.addressing();
+    let mut seen = BlockSet::default();
+    let mut read = BlockSet::default();
+    let mut cold: u64 = 0;
+    while let Some(req) = src.next_request()? {
+        let (first, count) = block_span(&req, addressing, workload.block_size);
+        for lba in first..first + count {
+            seen.insert(lba);
+            if req.op == Op::Read && read.insert(lba) {
+                cold += match &array {
+                    Some(a) => u64::from(a.penalty(a.disk_of(lba))),
+                    None => 1,
+                };
+            }
+        }
+    }
+    Ok(Prepass {
+        footprint_blocks: seen.len() as u64,
+        cold_miss_disk_blocks: cold,
+    })
+}
+
+/// Resolve the configured capacity to units, running the pre-pass if a fraction of the
+/// footprint is asked for and none is given (a sweep passes one computed once per workload).
+pub fn resolve_capacity(exp: &Experiment, pre: Option<Prepass>) -> Result<(u64, Option<Prepass>)> {
     match exp.cache.capacity {
-        Capacity::Units(n) => Ok((n, footprint)),
+        Capacity::Units(n) => Ok((n, pre)),
         Capacity::FootprintFraction(f) => {
-            let fp = match footprint {
-                Some(fp) => fp,
-                None => footprint_blocks(&exp.workload)?,
+            let pre = match pre {
+                Some(p) => p,
+                None => prepass(&exp.workload, exp.array.as_ref())?,
             };
-            let n = ((fp as f64) * f).round().max(1.0) as u64;
-            Ok((n, Some(fp)))
+            let n = ((pre.footprint_blocks as f64) * f).round().max(1.0) as u64;
+            Ok((n, Some(pre)))
         }
     }
 }
@@ -40,10 +73,10 @@ pub fn resolve_capacity(exp: &Experiment, footprint: Option<u64>) -> Result<(u64
 /// [`PROGRESS_EVERY`] requests; returning `false` cancels the run.
 pub fn run(
     exp: &Experiment,
-    footprint: Option<u64>,
+    pre: Option<Prepass>,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<CountMetrics> {
-    let (capacity, footprint) = resolve_capacity(exp, footprint)?;
+    let (capacity, pre) = resolve_capacity(exp, pre)?;
     let units = match exp.cache.unit {
         Unit::Block => Units::Blocks,
         Unit::Object => Units::Bytes,
@@ -59,7 +92,8 @@ pub fn run(
         disk_reads: vec![0; disks],
         disk_writes: vec![0; disks],
         capacity,
-        footprint_blocks: footprint,
+        footprint_blocks: pre.map(|p| p.footprint_blocks),
+        cold_miss_disk_blocks: pre.map(|p| p.cold_miss_disk_blocks),
         ..Default::default()
     };
     let mut src = workload::open(&exp.workload)?;

@@ -9,6 +9,7 @@ pub mod count;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use crate::array::ArraySpec;
 use crate::config::{Capacity, Experiment, Mode};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
@@ -30,8 +31,8 @@ pub fn run(exp: &Experiment) -> Result<CountMetrics> {
     }
 }
 
-/// Run `exps` on up to `threads` threads, results in the order of `exps`. Footprint pre-passes
-/// are shared between runs of the same workload. `progress` is called from worker threads
+/// Run `exps` on up to `threads` threads, results in the order of `exps`. Pre-passes (footprint,
+/// compulsory misses) are shared between runs of the same workload and array. `progress` is called from worker threads
 /// (hence `Sync`) at most every [`count::PROGRESS_EVERY`] requests and after each run;
 /// returning `false` cancels the remaining work (those runs yield `Error::Cancelled`).
 pub fn run_batch(
@@ -40,7 +41,7 @@ pub fn run_batch(
     progress: &(dyn Fn(BatchProgress) -> bool + Sync),
 ) -> Vec<Result<CountMetrics>> {
     let total = exps.len();
-    let footprints = Footprints::default();
+    let prepasses = Prepasses::default();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let requests = AtomicU64::new(0);
@@ -69,7 +70,7 @@ pub fn run_batch(
         let outcome = if cancelled.load(Ordering::Relaxed) {
             Err(Error::Cancelled)
         } else {
-            footprints
+            prepasses
                 .get(exp)
                 .and_then(|fp| count::run(exp, fp, &mut |d| report(d)))
         };
@@ -94,25 +95,27 @@ pub fn run_batch(
         .collect()
 }
 
-/// Footprint of each distinct workload, computed once (the first run that needs it computes
-/// it while holding the lock, so concurrent runs of the same workload wait instead of
-/// repeating the pass).
+/// The pre-pass of each distinct (workload, array), computed once: the first run that needs
+/// it computes it while holding the lock, so concurrent runs wait instead of repeating it.
 #[derive(Default)]
-struct Footprints {
-    known: Mutex<Vec<(WorkloadSpec, u64)>>,
+struct Prepasses {
+    known: Mutex<Vec<(WorkloadSpec, Option<ArraySpec>, count::Prepass)>>,
 }
 
-impl Footprints {
-    fn get(&self, exp: &Experiment) -> Result<Option<u64>> {
+impl Prepasses {
+    fn get(&self, exp: &Experiment) -> Result<Option<count::Prepass>> {
         if !matches!(exp.cache.capacity, Capacity::FootprintFraction(_)) {
             return Ok(None);
         }
         let mut known = self.known.lock().expect("no panics while holding the lock");
-        if let Some((_, fp)) = known.iter().find(|(w, _)| *w == exp.workload) {
-            return Ok(Some(*fp));
+        let found = known
+            .iter()
+            .find(|(w, a, _)| *w == exp.workload && *a == exp.array);
+        if let Some((_, _, pre)) = found {
+            return Ok(Some(*pre));
         }
-        let fp = count::footprint_blocks(&exp.workload)?;
-        known.push((exp.workload.clone(), fp));
-        Ok(Some(fp))
+        let pre = count::prepass(&exp.workload, exp.array.as_ref())?;
+        known.push((exp.workload.clone(), exp.array.clone(), pre));
+        Ok(Some(pre))
     }
 }

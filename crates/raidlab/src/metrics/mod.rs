@@ -31,6 +31,9 @@ pub struct CountMetrics {
     pub disk_writes: Vec<u64>,
     /// Blocks read from surviving disks to serve read misses: the numerator of RGR (VDF eq. 1).
     pub miss_disk_blocks: u64,
+    /// Disk blocks the first read of every block costs (the compulsory part of
+    /// `miss_disk_blocks`), when a pre-pass computed it.
+    pub cold_miss_disk_blocks: Option<u64>,
     /// Resolved cache capacity in units (blocks, or bytes in object mode).
     pub capacity: u64,
     /// Unique blocks of the workload, when a pre-pass computed it.
@@ -61,6 +64,12 @@ impl CountMetrics {
         ratio(self.miss_disk_blocks, self.read_blocks)
     }
 
+    /// The compulsory-miss floor of RGR: what an infinite cache would still cost.
+    pub fn rgr_floor(&self) -> Option<f64> {
+        self.cold_miss_disk_blocks
+            .map(|c| ratio(c, self.read_blocks))
+    }
+
     /// A flat record: every counter plus the derived ratios, as JSON.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -79,6 +88,7 @@ impl CountMetrics {
         put("miss_ratio", json!(1.0 - self.hit_ratio()));
         put("rgr", json!(self.rgr()));
         put("miss_disk_blocks", json!(self.miss_disk_blocks));
+        put("rgr_floor", json!(self.rgr_floor()));
         put("evictions", json!(self.evictions));
         put("invalidations", json!(self.invalidations));
         put("disk_reads", json!(self.disk_reads));

@@ -40,7 +40,10 @@ pub struct TraceStats {
 /// A fast, deterministic hasher for block numbers (Fx-style multiply-rotate); block numbers
 /// are not attacker-chosen in a way that matters for a statistics pass.
 #[derive(Default)]
-struct BlockHasher(u64);
+pub struct BlockHasher(u64);
+
+/// A set of block numbers with [`BlockHasher`].
+pub type BlockSet = HashSet<u64, BuildHasherDefault<BlockHasher>>;
 
 impl Hasher for BlockHasher {
     fn finish(&self) -> u64 {
@@ -60,7 +63,7 @@ impl Hasher for BlockHasher {
 /// Builds a [`TraceStats`] one request at a time.
 pub struct StatsBuilder {
     stats: TraceStats,
-    seen: HashSet<u64, BuildHasherDefault<BlockHasher>>,
+    seen: BlockSet,
 }
 
 impl StatsBuilder {
