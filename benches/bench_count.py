@@ -49,6 +49,19 @@ def write_trace(path: Path, requests: int, keys: int, alpha: float, seed: int) -
     return int(np.unique(ids).size)
 
 
+def peak_rss_kib() -> int:
+    """Peak RSS of this process. VmHWM belongs to the address space, which exec replaces;
+    ru_maxrss would carry the parent's peak (the trace generator's) across fork and exec."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def worker(engine: str, policy: str, trace: str, capacity_objects: int) -> dict:
     start = time.perf_counter()
     if engine == "raidlab":
@@ -70,7 +83,7 @@ def worker(engine: str, policy: str, trace: str, capacity_objects: int) -> dict:
         requests = requests or Path(trace).stat().st_size // 24
         misses, meta = round(miss_ratio * requests), None
     wall = time.perf_counter() - start
-    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_kib = peak_rss_kib()
     return {"wall_s": wall, "misses": misses, "requests": requests, "rss_kib": rss_kib, "metadata_bytes": meta}
 
 

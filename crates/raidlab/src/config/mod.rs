@@ -376,6 +376,7 @@ fn workload_spec(mut t: Table<'_>, base_dir: Option<&Path>, seed: u64) -> Result
     };
     let limit = t.uint("limit", 1, u64::MAX)?;
     let device = t.uint("device", 0, u64::MAX)?;
+    let split = t.bool("split")?.unwrap_or(true);
     let trace = t.str("trace")?;
     let format_key = t.key("format");
     let format = t.str("format")?;
@@ -424,6 +425,7 @@ fn workload_spec(mut t: Table<'_>, base_dir: Option<&Path>, seed: u64) -> Result
         limit,
         block_size: block_size as u32,
         device,
+        split,
     })
 }
 

@@ -142,3 +142,64 @@ capacity_bytes = 1048576
         "{e}"
     );
 }
+
+/// A corpus of malformed configs: every one is a config error (never a panic, never Ok).
+#[test]
+fn malformed_corpus_is_rejected() {
+    let corpus: &[&str] = &[
+        "",
+        "[workload]",
+        "[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "workload = 3\n[cache]\npolicy = \"lru\"",
+        "[workload]\ntrace = 7\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 0",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1e3",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_fraction = 2.0",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_fraction = nan",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = [\"lru\"]\ncapacity_blocks = 1",
+        "[workload]\ntrace = \"x\"\nblock_size = 0\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "[workload]\ntrace = \"x\"\nlimit = -5\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "[workload.synthetic]\nkind = \"pareto\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "[workload.synthetic]\nkind = \"zipf\"\nkeys = 0\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "[workload.synthetic]\nkind = \"zipf\"\nalpha = inf\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"mq\"\ncapacity_blocks = 1\n[cache.twoq]\nkin = 0.5",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\nlevel = \"raid7\"\ndisks = 4",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\ndisks = 0",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\ndisks = 4\nfailed = [-1]",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\ndisks = 4\nstripe_unit = 1000",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\nlevel = \"raid6\"\ndisks = 5\nfailed = [0, 1, 2]",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\nlevel = \"raid0\"\ndisks = 4\nfailed = [0]",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\nlevel = \"raid10\"\ndisks = 5",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\nruns = 4",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[sweep]\n\"cache.policy\" = []",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[sweep]\n\"..\" = [1]",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[run]\nmode = \"timed\"",
+        "[workload]\ntrace = \"x\"\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[[runs]]\ncache = 5",
+        "[[[",
+        "a = \"unterminated",
+        "[workload]\n[workload]",
+    ];
+    for (i, text) in corpus.iter().enumerate() {
+        match parse(text) {
+            Err(e) => assert_eq!(e.kind(), "config", "corpus[{i}]: {e}"),
+            Ok(exps) => panic!("corpus[{i}] was accepted: {exps:?}"),
+        }
+    }
+}
+
+proptest::proptest! {
+    /// Arbitrary text never panics the parser.
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let _ = parse(&text);
+    }
+
+    /// Arbitrary values at a known key are accepted or rejected with that key's path.
+    #[test]
+    fn arbitrary_values_name_their_key(v in "[-0-9a-z\\[\\]\".,]{1,12}") {
+        let text = BASE.replace("disks = 6", &format!("disks = {v}"));
+        if let Err(Error::Config { key, .. }) = parse(&text) {
+            proptest::prop_assert!(key.starts_with("array"), "{}", key);
+        }
+    }
+}

@@ -74,6 +74,19 @@ impl<'a> Table<'a> {
         }
     }
 
+    /// An optional boolean.
+    pub fn bool(&mut self, key: &'static str) -> Result<Option<bool>> {
+        let path = self.key(key);
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(Error::config(
+                path,
+                format!("expected true or false, got {}", describe(other)),
+            )),
+        }
+    }
+
     /// An optional string restricted to `choices`.
     pub fn choice(&mut self, key: &'static str, choices: &[&str]) -> Result<Option<&'a str>> {
         let path = self.key(key);

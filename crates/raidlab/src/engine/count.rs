@@ -10,7 +10,7 @@ use crate::config::{Capacity, Experiment, Unit, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
 use crate::workload::stats::BlockSet;
-use crate::workload::{self, block_span, Addressing, Op, WorkloadSpec};
+use crate::workload::{self, Addressing, Op, WorkloadSpec};
 
 /// Requests between two progress callbacks; a power of two so the check is a mask.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
@@ -36,7 +36,7 @@ pub fn prepass(workload: &WorkloadSpec, array: Option<&ArraySpec>) -> Result<Pre
     let mut read = BlockSet::default();
     let mut cold: u64 = 0;
     while let Some(req) = src.next_request()? {
-        let (first, count) = block_span(&req, addressing, workload.block_size);
+        let (first, count) = workload.span(&req, addressing);
         for lba in first..first + count {
             seen.insert(lba);
             if req.op == Op::Read && read.insert(lba) {
@@ -98,7 +98,6 @@ pub fn run(
     };
     let mut src = workload::open(&exp.workload)?;
     let addressing = src.addressing();
-    let block_size = exp.workload.block_size;
     let object_mode = exp.cache.unit == Unit::Object;
     let invalidate = exp.cache.writes == Writes::Invalidate;
     let mut plan = Plan::default();
@@ -142,7 +141,7 @@ pub fn run(
             }
             continue;
         }
-        let (first, count) = block_span(&req, addressing, block_size);
+        let (first, count) = exp.workload.span(&req, addressing);
         m.block_requests += count;
         if !is_read {
             m.write_blocks += count;

@@ -119,3 +119,6 @@ impl Prepasses {
         Ok(Some(pre))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -149,7 +149,7 @@ proptest! {
             SynthSpec::WebSearch { space_bytes: keys.max(10) << 15, requests: 200, mean_interarrival_ns: 3_700_000, seed },
         ];
         for spec in specs {
-            let spec = WorkloadSpec { source: SourceSpec::Synthetic(spec), ops: OpsFilter::All, limit: None, block_size: 4096, device: None };
+            let spec = WorkloadSpec { source: SourceSpec::Synthetic(spec), ops: OpsFilter::All, limit: None, block_size: 4096, device: None, split: true };
             let drain = || {
                 let mut src = open(&spec).unwrap();
                 let mut v = Vec::new();
@@ -175,6 +175,7 @@ fn generator_outputs_are_pinned() {
             limit: Some(3),
             block_size: 4096,
             device: None,
+            split: true,
         };
         let mut src = open(&spec).unwrap();
         let mut v = Vec::new();

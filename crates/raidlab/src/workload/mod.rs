@@ -238,6 +238,20 @@ pub struct WorkloadSpec {
     /// For multi-device traces: keep only this device's requests, at the device's own
     /// offsets. `None` lays all devices back to back (see `docs/formats.md`).
     pub device: Option<u64>,
+    /// Split requests into every block they touch (`true`, the default), or count each
+    /// request as one access to its first block (libCacheSim's one-key-per-request reading of
+    /// block traces).
+    pub split: bool,
+}
+
+impl WorkloadSpec {
+    /// The cache blocks request `req` accesses: [`block_span`], or its first block alone when
+    /// `split` is off.
+    #[inline]
+    pub fn span(&self, req: &Request, addressing: Addressing) -> (u64, u64) {
+        let (first, count) = block_span(req, addressing, self.block_size);
+        (first, if self.split { count } else { 1 })
+    }
 }
 
 /// Open the workload: the reader or generator, with the `ops` filter and `limit` applied.

@@ -168,6 +168,7 @@ mod speed {
             limit: None,
             block_size: 4096,
             device: None,
+            split: true,
         };
         for _ in 0..3 {
             let start = std::time::Instant::now();

@@ -145,6 +145,7 @@ fn open_applies_filter_and_limit() {
         limit,
         block_size: 4096,
         device: None,
+        split: true,
     };
     let mut src = open(&spec(OpsFilter::Reads, None)).unwrap();
     let s = TraceStats::compute(src.as_mut(), 4096).unwrap();
