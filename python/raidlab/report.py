@@ -52,8 +52,16 @@ def avoidable_reductions(frame: Any, table: Any, spec: dict[str, Any]) -> Any:
     out = pd.DataFrame(index=table.index)
     for base, new in spec.get("compare", []):
         if base in table.columns and new in table.columns:
-            out[f"{new} vs {base}"] = (table[base] - table[new]) / (table[base] - floor)
+            avoidable = table[base] - floor
+            # Where (almost) everything is compulsory the ratio is noise over nothing: leave
+            # the cell empty rather than report +100% of a rounding error.
+            avoidable = avoidable.where(avoidable > AVOIDABLE_MIN * table[base])
+            out[f"{new} vs {base}"] = (table[base] - table[new]) / avoidable
     return out
+
+
+# Smallest avoidable share of the base value for which a reduction of it is reported.
+AVOIDABLE_MIN = 0.01
 
 
 def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
@@ -63,6 +71,8 @@ def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
     for group, sub in red.groupby(level=0, sort=False):
         for c in sub.columns:
             col = sub[c].dropna()
+            if col.empty:
+                continue
             out.append((f"{group}: {c}", float(col.max()), float(col.median()), int((col > 0).sum()), len(col)))
     return out
 
@@ -114,7 +124,7 @@ def console_table(df: Any, title: str, fmt: str) -> Table:
         t.add_column(str(c), justify="right")
     for idx, row in df.iterrows():
         idx = idx if isinstance(idx, tuple) else (idx,)
-        t.add_row(*[str(i) for i in idx], *[fmt.format(v) for v in row])
+        t.add_row(*[str(i) for i in idx], *["-" if v != v else fmt.format(v) for v in row])
     return t
 
 
@@ -146,7 +156,7 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             red = reductions(table, pairs)
             console.print(console_table(red, "relative reduction (base - new) / base", "{:+.1%}"))
             body.append("<h3>relative reduction (base &minus; new) / base</h3>")
-            body.append(red.to_html(float_format=lambda v: f"{v:+.1%}"))
+            body.append(red.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-"))
             rows = "".join(
                 f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td></tr>"
                 for c, best, med, k, n in summary(red)
@@ -162,7 +172,7 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']})"
             console.print(console_table(avoid, title_a, "{:+.1%}"))
             body.append(f"<h3>{html.escape(title_a)}</h3>")
-            body.append(avoid.to_html(float_format=lambda v: f"{v:+.1%}"))
+            body.append(avoid.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-"))
             for c, best, med, k, n in summary(avoid):
                 console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
         if "plot_x" in s.spec:
