@@ -4,112 +4,14 @@
 //! the back. Matches libCacheSim's `LRU` (a hit does not change the stored size; an object
 //! larger than the cache is not inserted).
 
-use super::list::List;
-use super::slab::{PlainEntry, Slab};
-use super::{Access, ReadPolicy};
-use crate::cache::read::list::Link;
-
-/// LRU over a fixed arena.
-#[derive(Clone, Debug)]
-pub struct Lru {
-    slab: Slab<PlainEntry>,
-    list: List,
-    used: u64,
-    capacity: u64,
-}
-
-impl Lru {
-    /// `capacity` units; room for `entries` entries before the arena grows.
-    pub fn new(capacity: u64, entries: usize) -> Self {
-        Lru {
-            slab: Slab::with_capacity(entries),
-            list: List::new(),
-            used: 0,
-            capacity,
-        }
-    }
-}
-
-impl ReadPolicy for Lru {
-    fn name(&self) -> &'static str {
-        "lru"
-    }
-
-    #[inline]
-    fn get(&mut self, acc: &Access<'_>) -> bool {
-        match self.slab.find(acc.key) {
-            Some(id) => {
-                self.list.move_to_front(self.slab.nodes(), id);
-                true
-            }
-            None => false,
-        }
-    }
-
-    #[inline]
-    fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
-        let size = u64::from(acc.size);
-        if size > self.capacity {
-            return false;
-        }
-        debug_assert!(!self.contains(acc.key), "insert of a resident key");
-        while self.used + size > self.capacity {
-            let Some(victim) = self.list.pop_back(self.slab.nodes()) else {
-                break;
-            };
-            let e = self.slab.remove(victim);
-            self.used -= u64::from(e.size);
-            evicted.push(e.key);
-        }
-        let id = self.slab.insert(PlainEntry {
-            key: acc.key,
-            link: Link::DETACHED,
-            size: acc.size,
-        });
-        self.list.push_front(self.slab.nodes(), id);
-        self.used += size;
-        debug_assert!(self.used <= self.capacity);
-        true
-    }
-
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) => {
-                self.list.unlink(self.slab.nodes(), id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                true
-            }
-            None => false,
-        }
-    }
-
-    #[inline]
-    fn contains(&self, key: u64) -> bool {
-        self.slab.find(key).is_some()
-    }
-
-    fn len(&self) -> usize {
-        self.slab.len()
-    }
-
-    fn used(&self) -> u64 {
-        self.used
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    fn metadata_bytes(&self) -> usize {
-        self.slab.heap_bytes()
-    }
-}
+/// LRU: the shared single-list cache with promotion on hit.
+pub type Lru = super::queue::Queue<true>;
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{hits, run_evictions};
     use super::*;
+    use crate::cache::read::ReadPolicy;
 
     #[test]
     fn worked_example() {

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 
 mod freq;
 mod list;
+mod queue;
 mod slab;
 #[cfg(test)]
 mod testutil;

@@ -1,0 +1,111 @@
+//! The single-list cache that LRU and FIFO share: they differ only in whether a hit moves
+//! its entry to the front, which is the const parameter `PROMOTE`.
+
+use super::list::{Link, List};
+use super::slab::{PlainEntry, Slab};
+use super::{Access, ReadPolicy};
+
+/// One list of resident entries over a fixed arena: inserts go to the front, the victim is
+/// the back. With `PROMOTE` a hit moves its entry to the front (LRU); without, hits change
+/// nothing (FIFO).
+#[derive(Clone, Debug)]
+pub struct Queue<const PROMOTE: bool> {
+    slab: Slab<PlainEntry>,
+    list: List,
+    used: u64,
+    capacity: u64,
+}
+
+impl<const PROMOTE: bool> Queue<PROMOTE> {
+    /// `capacity` units; room for `entries` entries before the arena grows.
+    pub fn new(capacity: u64, entries: usize) -> Self {
+        Queue {
+            slab: Slab::with_capacity(entries),
+            list: List::new(),
+            used: 0,
+            capacity,
+        }
+    }
+}
+
+impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
+    fn name(&self) -> &'static str {
+        if PROMOTE {
+            "lru"
+        } else {
+            "fifo"
+        }
+    }
+
+    #[inline]
+    fn get(&mut self, acc: &Access<'_>) -> bool {
+        match self.slab.find(acc.key) {
+            Some(id) => {
+                if PROMOTE {
+                    self.list.move_to_front(self.slab.nodes(), id);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
+        let size = u64::from(acc.size);
+        if size > self.capacity {
+            return false;
+        }
+        debug_assert!(!self.contains(acc.key), "insert of a resident key");
+        while self.used + size > self.capacity {
+            let Some(victim) = self.list.pop_back(self.slab.nodes()) else {
+                break;
+            };
+            let e = self.slab.remove(victim);
+            self.used -= u64::from(e.size);
+            evicted.push(e.key);
+        }
+        let id = self.slab.insert(PlainEntry {
+            key: acc.key,
+            link: Link::DETACHED,
+            size: acc.size,
+        });
+        self.list.push_front(self.slab.nodes(), id);
+        self.used += size;
+        debug_assert!(self.used <= self.capacity);
+        true
+    }
+
+    fn remove(&mut self, key: u64) -> bool {
+        match self.slab.find(key) {
+            Some(id) => {
+                self.list.unlink(self.slab.nodes(), id);
+                let e = self.slab.remove(id);
+                self.used -= u64::from(e.size);
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn contains(&self, key: u64) -> bool {
+        self.slab.find(key).is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.slab.len()
+    }
+
+    fn used(&self) -> u64 {
+        self.used
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        self.slab.heap_bytes()
+    }
+}
