@@ -19,6 +19,15 @@
 //! - an insert after a ghost hit goes to T2's MRU end, any other insert to T1's.
 //!
 //! The eviction loop runs REPLACE until the new entry fits, so several entries may go.
+//!
+//! Units of `p`: the step `max(|B2| / |B1|, 1)` is a ratio, not scaled by the object's size,
+//! so `p` moves by at least one *unit* per ghost hit: one block in block mode (the paper's
+//! ARC), one byte in object mode (libCacheSim's). With 4 KiB objects libCacheSim's `p` thus
+//! moves 4096 times slower than block mode's, and while it is below one object REPLACE
+//! evicts from T1 whenever T1 holds anything. Block mode over N blocks
+//! and object mode over N objects of 4096 bytes are therefore *different* caches for ARC
+//! (unlike LRU, LFU, CLOCK or 2Q, whose decisions do not depend on the unit); compare with
+//! libCacheSim in object mode (`capacity_bytes`).
 
 use super::list::{Link, List};
 use super::slab::{Slab, Slot};
@@ -285,7 +294,8 @@ impl ReadPolicy for Arc {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::run_evictions;
+    use super::super::testutil::{run_evictions, step};
+    use super::super::UniformCost;
     use super::*;
 
     #[test]
@@ -311,5 +321,46 @@ mod tests {
         assert_eq!(p.target_t1(), 0.0);
         assert!(p.contains(4) && p.contains(1) && !p.contains(3) && !p.contains(2));
         assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn object_mode_p_moves_in_bytes_like_libcachesim() {
+        // The worked example above with 4096-byte objects and c = 8192 bytes (two objects),
+        // plus a final request for 2. libCacheSim 0.3.5 (`ARC(8192)`, every obj_size 4096)
+        // gives this hit sequence; block mode with c = 2 misses the last request.
+        //  1, 2 miss; 1 hit -> T2          T1=[2] T2=[1]
+        //  3 miss: |T1|+|B1|+4096 = 8192 <= c, total 8192 < 2c; REPLACE: |T1| = 4096 > p = 0
+        //          -> 2 to B1              T1=[3] T2=[1] B1=[2]      (evicts 2)
+        //  2 miss, ghost hit in B1: p = min(0 + max(|B2|/|B1|, 1), c) = 1 *byte*; B1=[]
+        //          REPLACE: |T1| = 4096 > p = 1 -> 3 to B1 (block mode: |T1| = 1 == p, not
+        //          a B2 hit -> from T2, 1 to B2); insert 2 into T2
+        //                                  T2=[2 1] B1=[3]           (evicts 3)
+        //  4 miss: |T1|+|B1|+4096 = 8192 <= c, total 12288 < 2c; REPLACE: T1 empty
+        //          -> from T2: 1 to B2     T1=[4] T2=[2] B1=[3] B2=[1]  (evicts 1)
+        //  1 miss, ghost hit in B2: p = max(1 - max(|B1|/|B2|, 1), 0) = 0; B2=[]
+        //          REPLACE: |T1| = 4096 > 0 -> 4 to B1; insert 1 into T2
+        //                                  T2=[1 2] B1=[4 3]         (evicts 4)
+        //  2 hit in T2 (block mode: 2 is in B2 by now, a miss)
+        const KIB4: u32 = 4096;
+        let keys = [1, 2, 1, 3, 2, 4, 1, 2];
+        let mut p = Arc::new(2 * u64::from(KIB4), 4);
+        let mut ev = Vec::new();
+        let mut h = Vec::new();
+        for (i, &k) in keys.iter().enumerate() {
+            h.push(step(&mut p, k, KIB4, i as u64, &UniformCost, &mut ev));
+            if i == 4 {
+                assert_eq!(p.target_t1(), 1.0, "one byte, not one object");
+            }
+        }
+        assert_eq!(h, [false, false, true, false, false, false, false, true]);
+        assert_eq!(ev, [2, 3, 1, 4]);
+        assert_eq!(p.target_t1(), 0.0);
+        assert!(p.contains(1) && p.contains(2) && !p.contains(3) && !p.contains(4));
+        assert_eq!(p.used(), 2 * u64::from(KIB4));
+
+        // The same requests in block mode (c = 2 blocks) differ at the last one.
+        let mut b = Arc::new(2, 4);
+        let (hb, _) = run_evictions(&mut b, &keys);
+        assert_eq!(hb, [false, false, true, false, false, false, false, false]);
     }
 }
