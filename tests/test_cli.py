@@ -76,3 +76,33 @@ def test_console_script_exit_code(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-m", "raidlab.cli", "run", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "array" in proc.stderr
+
+
+def test_trace_stats_json(tmp_path, capsys) -> None:
+    p = tmp_path / "t.mqsim.txt"
+    # 8 KiB read at 0 s, 4 KiB write at 1 s, 8 KiB read of the same blocks at 2.5 s
+    p.write_text("0 0 0 16 1\n1000000000 0 64 8 0\n2500000000 0 0 16 1\n")
+    assert main(["trace", "stats", str(p), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["format"], s["requests"], s["reads"], s["writes"]) == ("mqsim", 3, 2, 1)
+    assert s["read_share"] == pytest.approx(2 / 3)
+    assert s["footprint_blocks"] == 3
+    assert s["span_s"] == pytest.approx(2.5)
+    assert dict((upper, n) for upper, n in s["size_histogram"]) == {4096: 1, 8192: 2}
+
+
+def test_trace_stats_table_and_bad_file(tmp_path, capsys) -> None:
+    p = tmp_path / "t.mqsim.txt"
+    p.write_text("0 0 0 16 1\n")
+    assert main(["trace", "stats", str(p)]) == 0
+    assert "footprint_blocks" in capsys.readouterr().out
+    bad = tmp_path / "junk.bin"
+    bad.write_bytes(b"\x00\x01garbage that is no trace format\xff" * 3)
+    assert main(["trace", "stats", str(bad)]) == 2
+    assert "junk.bin" in capsys.readouterr().err
+
+
+def test_trace_stats_real_trace(traces, capsys) -> None:
+    assert main(["trace", "stats", str(traces / "msr" / "hm0-sample.msr.csv"), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["format"], s["requests"]) == ("msr", 1000)
