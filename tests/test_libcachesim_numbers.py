@@ -33,7 +33,8 @@ def test_object_mode_miss_counts(traces, policy: str) -> None:
 
 def test_block_mode_lru_on_csv_keys(traces, tmp_path) -> None:
     """`cloudPhysicsIO.txt` semantics: the lbn column as the key, size 1. The CSV's lbn is in
-    512 B sectors, so 512 B blocks without splitting make one access per request to its lbn."""
+    512 B sectors, so 512 B blocks without splitting make one access per request to its lbn;
+    libCacheSim looks writes up like reads (`writes = "access"`)."""
     cfg = {
         "workload": {
             "trace": str(traces / "cloudphysics" / "cloudPhysicsIO.csv"),
@@ -42,7 +43,7 @@ def test_block_mode_lru_on_csv_keys(traces, tmp_path) -> None:
             "block_size": 512,
             "split": False,
         },
-        "cache": {"policy": "lru", "capacity_blocks": 128},
+        "cache": {"policy": "lru", "capacity_blocks": 128, "writes": "access"},
         "sweep": {"cache.capacity_blocks": [128 * k for k in range(1, 9)]},
     }
     misses = [r.metrics["misses"] for r in raidlab.run(cfg).runs]

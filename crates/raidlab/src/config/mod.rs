@@ -50,6 +50,9 @@ pub enum Writes {
     Ignore,
     /// A write removes the cached copy of each block and costs the planner's write I/O.
     Invalidate,
+    /// A write is looked up and inserted exactly like a read (libCacheSim's semantics: every
+    /// request is a cache access whatever its op).
+    Access,
 }
 
 /// The `[cache]` table.
@@ -528,9 +531,10 @@ fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
             ))
         }
     };
-    let writes = match t.choice("writes", &["ignore", "invalidate"])? {
+    let writes = match t.choice("writes", &["ignore", "invalidate", "access"])? {
         None | Some("ignore") => Writes::Ignore,
-        Some(_) => Writes::Invalidate,
+        Some("invalidate") => Writes::Invalidate,
+        Some(_) => Writes::Access,
     };
     t.finish()?;
     Ok(CacheSpec {

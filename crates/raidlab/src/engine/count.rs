@@ -22,24 +22,30 @@ pub const PROGRESS_EVERY: u64 = 1 << 20;
 pub struct Prepass {
     /// Unique blocks touched (reads and writes).
     pub footprint_blocks: u64,
-    /// Disk blocks read from surviving disks to serve the first read of every block.
+    /// Disk blocks read from surviving disks to serve the first lookup of every block.
     pub cold_miss_disk_blocks: u64,
 }
 
 /// One pass over `workload`: footprint and the cold-miss cost on `array` (a single healthy
-/// device when `None`).
-pub fn prepass(workload: &WorkloadSpec, array: Option<&ArraySpec>) -> Result<Prepass> {
+/// device when `None`) of the first lookup of every block (reads, and writes too with
+/// `writes = "access"`).
+pub fn prepass(
+    workload: &WorkloadSpec,
+    array: Option<&ArraySpec>,
+    writes: Writes,
+) -> Result<Prepass> {
     let array = array.map(Array::new).transpose()?;
     let mut src = workload::open(workload)?;
     let addressing = src.addressing();
     let mut seen = BlockSet::default();
-    let mut read = BlockSet::default();
+    let mut looked_up = BlockSet::default();
     let mut cold: u64 = 0;
     while let Some(req) = src.next_request()? {
         let (first, count) = workload.span(&req, addressing);
         for lba in first..first + count {
             seen.insert(lba);
-            if req.op == Op::Read && read.insert(lba) {
+            let lookup = req.op == Op::Read || writes == Writes::Access;
+            if lookup && looked_up.insert(lba) {
                 cold += match &array {
                     Some(a) => u64::from(a.penalty(a.disk_of(lba))),
                     None => 1,
@@ -61,7 +67,7 @@ pub fn resolve_capacity(exp: &Experiment, pre: Option<Prepass>) -> Result<(u64, 
         Capacity::FootprintFraction(f) => {
             let pre = match pre {
                 Some(p) => p,
-                None => prepass(&exp.workload, exp.array.as_ref())?,
+                None => prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes)?,
             };
             let n = ((pre.footprint_blocks as f64) * f).round().max(1.0) as u64;
             Ok((n, Some(pre)))
@@ -100,6 +106,7 @@ pub fn run(
     let addressing = src.addressing();
     let object_mode = exp.cache.unit == Unit::Object;
     let invalidate = exp.cache.writes == Writes::Invalidate;
+    let write_lookups = exp.cache.writes == Writes::Access;
     let mut plan = Plan::default();
     let mut evicted: Vec<u64> = Vec::with_capacity(64);
     let mut now: u64 = 0;
@@ -128,7 +135,12 @@ pub fn run(
             };
             now += 1;
             m.block_requests += 1;
-            m.read_blocks += 1;
+            m.lookups += 1;
+            if is_read {
+                m.read_blocks += 1;
+            } else {
+                m.write_blocks += 1;
+            }
             if policy.get(&acc) {
                 m.hits += 1;
             } else {
@@ -145,6 +157,10 @@ pub fn run(
         m.block_requests += count;
         if !is_read {
             m.write_blocks += count;
+        } else {
+            m.read_blocks += count;
+        }
+        if !is_read && !write_lookups {
             if invalidate {
                 for lba in first..first + count {
                     m.invalidations += u64::from(policy.remove(lba));
@@ -158,7 +174,7 @@ pub fn run(
             }
             continue;
         }
-        m.read_blocks += count;
+        m.lookups += count;
         for lba in first..first + count {
             let acc = Access {
                 key: lba,
@@ -191,7 +207,7 @@ pub fn run(
     progress(m.requests & (PROGRESS_EVERY - 1));
     m.wall_ns = started.elapsed().as_nanos() as u64;
     m.metadata_bytes = policy.metadata_bytes() as u64;
-    debug_assert_eq!(m.hits + m.misses, m.read_blocks);
+    debug_assert_eq!(m.hits + m.misses, m.lookups);
     debug_assert!(addressing == Addressing::Bytes || addressing == Addressing::Keys);
     Ok(m)
 }

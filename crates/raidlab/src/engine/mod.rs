@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::array::ArraySpec;
-use crate::config::{Capacity, Experiment, Mode};
+use crate::config::{Capacity, Experiment, Mode, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
 use crate::workload::WorkloadSpec;
@@ -95,12 +95,16 @@ pub fn run_batch(
         .collect()
 }
 
-/// The pre-pass of each distinct (workload, array), computed once: the first run that needs
+/// The pre-pass of each distinct (workload, array, writes), computed once: the first run that needs
 /// it computes it while holding the lock, so concurrent runs wait instead of repeating it.
 #[derive(Default)]
 struct Prepasses {
-    known: Mutex<Vec<(WorkloadSpec, Option<ArraySpec>, count::Prepass)>>,
+    known: Mutex<Vec<(PrepassKey, count::Prepass)>>,
 }
+
+/// What a pre-pass depends on: the workload, the array (miss costs) and what counts as a
+/// lookup.
+type PrepassKey = (WorkloadSpec, Option<ArraySpec>, Writes);
 
 impl Prepasses {
     fn get(&self, exp: &Experiment) -> Result<Option<count::Prepass>> {
@@ -108,14 +112,12 @@ impl Prepasses {
             return Ok(None);
         }
         let mut known = self.known.lock().expect("no panics while holding the lock");
-        let found = known
-            .iter()
-            .find(|(w, a, _)| *w == exp.workload && *a == exp.array);
-        if let Some((_, _, pre)) = found {
+        let key: PrepassKey = (exp.workload.clone(), exp.array.clone(), exp.cache.writes);
+        if let Some((_, pre)) = known.iter().find(|(k, _)| *k == key) {
             return Ok(Some(*pre));
         }
-        let pre = count::prepass(&exp.workload, exp.array.as_ref())?;
-        known.push((exp.workload.clone(), exp.array.clone(), pre));
+        let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes)?;
+        known.push((key, pre));
         Ok(Some(pre))
     }
 }

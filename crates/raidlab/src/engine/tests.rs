@@ -81,6 +81,12 @@ fn writes_invalidate_and_pay_the_planner() {
     let m = run(&experiment(&path, &cfg.replace("invalidate", "ignore"))).unwrap();
     assert_eq!((m.hits, m.misses, m.invalidations), (1, 1, 0));
     assert_eq!(m.disk_writes, vec![0, 0, 0]);
+
+    // With writes looked up like reads (libCacheSim), the write and the second read both hit.
+    let m = run(&experiment(&path, &cfg.replace("invalidate", "access"))).unwrap();
+    assert_eq!((m.lookups, m.hits, m.misses), (3, 2, 1));
+    assert_eq!((m.read_blocks, m.write_blocks), (2, 1));
+    assert_eq!(m.disk_writes, vec![0, 0, 0]);
 }
 
 /// A request spanning blocks is split at block boundaries: 12 KiB from byte 2048 touches
@@ -110,7 +116,7 @@ fn prepass_counts_footprint_and_cold_misses() {
         "[cache]\npolicy = \"lru\"\ncapacity_fraction = 0.5\n\
          [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\nfailed = [0]\n",
     );
-    let pre = count::prepass(&exp.workload, exp.array.as_ref()).unwrap();
+    let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes).unwrap();
     assert_eq!(pre.footprint_blocks, 4);
     assert_eq!(pre.cold_miss_disk_blocks, 6);
     let m = run(&exp).unwrap();

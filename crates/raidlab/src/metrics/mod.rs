@@ -17,9 +17,12 @@ pub struct CountMetrics {
     pub block_requests: u64,
     pub read_blocks: u64,
     pub write_blocks: u64,
-    /// Read block accesses served by the cache.
+    /// Block accesses looked up in the cache: read blocks, plus write blocks with
+    /// `writes = "access"`; every request in object mode.
+    pub lookups: u64,
+    /// Lookups served by the cache.
     pub hits: u64,
-    /// Read block accesses that went to the array.
+    /// Lookups that went to the array.
     pub misses: u64,
     /// Blocks evicted from the cache.
     pub evictions: u64,
@@ -29,7 +32,7 @@ pub struct CountMetrics {
     pub disk_reads: Vec<u64>,
     /// Blocks written to each disk (write plans).
     pub disk_writes: Vec<u64>,
-    /// Blocks read from surviving disks to serve read misses: the numerator of RGR (VDF eq. 1).
+    /// Blocks read from surviving disks to serve misses: the numerator of RGR (VDF eq. 1).
     pub miss_disk_blocks: u64,
     /// Disk blocks the first read of every block costs (the compulsory part of
     /// `miss_disk_blocks`), when a pre-pass computed it.
@@ -59,15 +62,14 @@ impl CountMetrics {
     }
 
     /// Requests Generation Ratio (VDF eq. 1): blocks requested from surviving disks per block
-    /// requested from the cache, over reads.
+    /// requested from the cache (per lookup).
     pub fn rgr(&self) -> f64 {
-        ratio(self.miss_disk_blocks, self.read_blocks)
+        ratio(self.miss_disk_blocks, self.lookups)
     }
 
     /// The compulsory-miss floor of RGR: what an infinite cache would still cost.
     pub fn rgr_floor(&self) -> Option<f64> {
-        self.cold_miss_disk_blocks
-            .map(|c| ratio(c, self.read_blocks))
+        self.cold_miss_disk_blocks.map(|c| ratio(c, self.lookups))
     }
 
     /// A flat record: every counter plus the derived ratios, as JSON.
@@ -82,6 +84,7 @@ impl CountMetrics {
         put("block_requests", json!(self.block_requests));
         put("read_blocks", json!(self.read_blocks));
         put("write_blocks", json!(self.write_blocks));
+        put("lookups", json!(self.lookups));
         put("hits", json!(self.hits));
         put("misses", json!(self.misses));
         put("hit_ratio", json!(self.hit_ratio()));
@@ -116,7 +119,7 @@ mod tests {
     #[test]
     fn derived_ratios() {
         let m = CountMetrics {
-            read_blocks: 10,
+            lookups: 10,
             hits: 6,
             misses: 4,
             miss_disk_blocks: 9, // 3 healthy misses + 1 failed-disk miss on a 7-disk RAID-5
