@@ -30,7 +30,7 @@
 //! libCacheSim in object mode (`capacity_bytes`).
 
 use super::list::{Link, List};
-use super::slab::{Slab, Slot};
+use super::slab::Slab;
 use super::{Access, ReadPolicy};
 
 const T1: u8 = 0;
@@ -46,20 +46,7 @@ struct Entry {
     list: u8,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
 /// Which ghost list the current request hit in `get`, kept for the `insert` that follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! libCacheSim's `Clock` with its default `n-bit-counter=1`.
 
 use super::list::{Link, List};
-use super::slab::{Slab, Slot};
+use super::slab::Slab;
 use super::{Access, ReadPolicy};
 
 /// Saturation value of the reference counter (one bit).
@@ -21,20 +21,7 @@ struct Entry {
     count: u8,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
 /// CLOCK over a fixed arena.
 #[derive(Clone, Debug)]

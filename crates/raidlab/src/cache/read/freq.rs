@@ -23,6 +23,22 @@ pub(crate) trait Bucketed: Slot {
     fn set_bucket(&mut self, b: u32);
 }
 
+/// `impl Bucketed` for an entry struct with a `bucket: u32` field.
+macro_rules! impl_bucketed {
+    ($entry:ty) => {
+        impl $crate::cache::read::freq::Bucketed for $entry {
+            #[inline]
+            fn bucket(&self) -> u32 {
+                self.bucket
+            }
+            #[inline]
+            fn set_bucket(&mut self, b: u32) {
+                self.bucket = b;
+            }
+        }
+    };
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     count: u64,

@@ -5,9 +5,9 @@
 //! count earliest, i.e. the one whose last access is oldest. This is exactly libCacheSim's
 //! `LFU` (C version; its C++ `LFUCpp` breaks ties differently).
 
-use super::freq::{Bucketed, FreqLists};
+use super::freq::FreqLists;
 use super::list::{Link, NIL};
-use super::slab::{Slab, Slot};
+use super::slab::Slab;
 use super::{Access, ReadPolicy};
 
 #[derive(Clone, Copy, Debug)]
@@ -18,31 +18,9 @@ struct Entry {
     bucket: u32,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
-impl Bucketed for Entry {
-    #[inline]
-    fn bucket(&self) -> u32 {
-        self.bucket
-    }
-    #[inline]
-    fn set_bucket(&mut self, b: u32) {
-        self.bucket = b;
-    }
-}
+impl_bucketed!(Entry);
 
 /// LFU over a fixed arena.
 #[derive(Clone, Debug)]

@@ -11,10 +11,13 @@
 
 use crate::error::{Error, Result};
 
+// `slab` and `freq` define the entry-accessor macros the policy files use: declare them first.
+#[macro_use]
+mod slab;
+#[macro_use]
 mod freq;
 mod list;
 mod queue;
-mod slab;
 #[cfg(test)]
 mod testutil;
 

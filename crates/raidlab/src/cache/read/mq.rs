@@ -18,7 +18,7 @@
 //! insert.
 
 use super::list::{Link, List};
-use super::slab::{Slab, Slot};
+use super::slab::Slab;
 use super::{Access, ReadPolicy};
 
 /// Marks a Qout (ghost) entry in `Entry::queue`.
@@ -34,20 +34,7 @@ struct Entry {
     queue: u8,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
 /// MQ over a fixed arena (resident entries plus the Qout history).
 #[derive(Clone, Debug)]

@@ -21,6 +21,27 @@ pub(crate) trait Slot: Copy {
     fn link_mut(&mut self) -> &mut Link;
 }
 
+/// `impl Slot` for an entry struct with `key: u64` and `link: Link` fields: every policy's
+/// entry stores them the same way, so the accessors are written once here.
+macro_rules! impl_slot {
+    ($entry:ty) => {
+        impl $crate::cache::read::slab::Slot for $entry {
+            #[inline]
+            fn key(&self) -> u64 {
+                self.key
+            }
+            #[inline]
+            fn link(&self) -> &$crate::cache::read::list::Link {
+                &self.link
+            }
+            #[inline]
+            fn link_mut(&mut self) -> &mut $crate::cache::read::list::Link {
+                &mut self.link
+            }
+        }
+    };
+}
+
 impl<E: Slot> Nodes for [E] {
     #[inline]
     fn link(&self, id: u32) -> Link {
@@ -307,20 +328,7 @@ pub(crate) struct PlainEntry {
     pub size: u32,
 }
 
-impl Slot for PlainEntry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(PlainEntry);
 
 #[cfg(test)]
 mod tests {
@@ -331,17 +339,7 @@ mod tests {
         key: u64,
         link: Link,
     }
-    impl Slot for E {
-        fn key(&self) -> u64 {
-            self.key
-        }
-        fn link(&self) -> &Link {
-            &self.link
-        }
-        fn link_mut(&mut self) -> &mut Link {
-            &mut self.link
-        }
-    }
+    impl_slot!(E);
     fn e(key: u64) -> E {
         E {
             key,

@@ -14,7 +14,7 @@
 //! `kin` = 25 %, `kout` = 50 %.
 
 use super::list::{Link, List};
-use super::slab::{Slab, Slot};
+use super::slab::Slab;
 use super::{Access, ReadPolicy};
 
 const A1IN: u8 = 0;
@@ -29,20 +29,7 @@ struct Entry {
     queue: u8,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
 /// 2Q over a fixed arena (resident entries plus `kout` x capacity of ghosts).
 #[derive(Clone, Debug)]

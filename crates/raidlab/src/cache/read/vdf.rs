@@ -66,9 +66,9 @@
 //! which the per-disk decomposition guarantees as long as the cross-disk choice in the healthy
 //! state uses the base policy's own order.
 
-use super::freq::{Bucketed, FreqLists};
+use super::freq::FreqLists;
 use super::list::{Link, List, NIL};
-use super::slab::{Slab, Slot};
+use super::slab::Slab;
 use super::{Access, MissCost, ReadPolicy};
 
 /// The base policy VDF is applied to.
@@ -91,31 +91,9 @@ struct Entry {
     bucket: u32,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
-impl Bucketed for Entry {
-    #[inline]
-    fn bucket(&self) -> u32 {
-        self.bucket
-    }
-    #[inline]
-    fn set_bucket(&mut self, b: u32) {
-        self.bucket = b;
-    }
-}
+impl_bucketed!(Entry);
 
 /// VDF-LRU or VDF-LFU over a fixed arena.
 #[derive(Clone, Debug)]
