@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import raidlab
-from raidlab.report import avoidable_reductions, pivot, reductions
+from raidlab.report import floor_of, pivot, reductions
 from raidlab.reproduce import plan_file, reproduce
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def synthetic() -> tuple[object, object, object]:
     frame = raidlab.run({"runs": plan.trees}).to_frame()
     table = pivot(frame, SPEC)
     pairs = [["lru", "vdf-lru"], ["lfu", "vdf-lfu"]]
-    avoid = avoidable_reductions(frame, table, {**SPEC, "floor": "rgr_floor", "compare": pairs})
+    avoid = reductions(table, pairs, floor_of(frame, table, {**SPEC, "floor": "rgr_floor"}))
     return table, reductions(table, pairs), avoid
 
 

@@ -31,33 +31,28 @@ def pivot(frame: Any, spec: dict[str, Any]) -> Any:
     return table[[c for c in order if c in table.columns]]
 
 
-def reductions(table: Any, pairs: list[list[str]]) -> Any:
-    """Relative reduction ``(base - new) / base`` of each (base, new) pair, per row."""
+def reductions(table: Any, pairs: list[list[str]], floor: Any = None) -> Any:
+    """Relative reduction of each (base, new) pair, per row: ``(base - new) / base``, or with
+    ``floor`` (a per-row Series, e.g. the compulsory-miss RGR, the same for every policy)
+    the reduction of the avoidable part, ``(base - new) / (base - floor)``."""
     import pandas as pd
 
     out = pd.DataFrame(index=table.index)
     for base, new in pairs:
         if base in table.columns and new in table.columns:
-            out[f"{new} vs {base}"] = (table[base] - table[new]) / table[base]
+            denominator = table[base]
+            if floor is not None:
+                denominator = table[base] - floor
+                # Where (almost) everything is compulsory the ratio is noise over nothing:
+                # leave the cell empty rather than report +100% of a rounding error.
+                denominator = denominator.where(denominator > AVOIDABLE_MIN * table[base])
+            out[f"{new} vs {base}"] = (table[base] - table[new]) / denominator
     return out
 
 
-def avoidable_reductions(frame: Any, table: Any, spec: dict[str, Any]) -> Any:
-    """Reduction of the part of the value a policy can influence: ``(base - new) / (base -
-    floor)``, where ``floor`` (e.g. ``rgr_floor``, the compulsory-miss RGR) is the same for
-    every policy of a row."""
-    import pandas as pd
-
-    floor = frame.groupby(list(spec["rows"]), sort=False)[spec["floor"]].first().reindex(table.index)
-    out = pd.DataFrame(index=table.index)
-    for base, new in spec.get("compare", []):
-        if base in table.columns and new in table.columns:
-            avoidable = table[base] - floor
-            # Where (almost) everything is compulsory the ratio is noise over nothing: leave
-            # the cell empty rather than report +100% of a rounding error.
-            avoidable = avoidable.where(avoidable > AVOIDABLE_MIN * table[base])
-            out[f"{new} vs {base}"] = (table[base] - table[new]) / avoidable
-    return out
+def floor_of(frame: Any, table: Any, spec: dict[str, Any]) -> Any:
+    """The per-row ``spec["floor"]`` metric of ``frame``, aligned with ``table``."""
+    return frame.groupby(list(spec["rows"]), sort=False)[spec["floor"]].first().reindex(table.index)
 
 
 # Smallest avoidable share of the base value for which a reduction of it is reported.
@@ -168,7 +163,7 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             for c, best, med, k, n in summary(red):
                 console.print(f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells")
         if pairs and s.spec.get("floor") in s.frame.columns:
-            avoid = avoidable_reductions(s.frame, table, s.spec)
+            avoid = reductions(table, pairs, floor_of(s.frame, table, s.spec))
             title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']})"
             console.print(console_table(avoid, title_a, "{:+.1%}"))
             body.append(f"<h3>{html.escape(title_a)}</h3>")

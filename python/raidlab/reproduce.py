@@ -29,6 +29,7 @@ from typing import Any
 from rich.console import Console
 
 from raidlab import _core, api
+from raidlab.progress import run_with_progress
 from raidlab.report import Section, write_report
 
 
@@ -77,8 +78,6 @@ def reproduce(
     console: Console | None = None,
 ) -> Path:
     """Run every ``experiments_dir/NAME*.toml`` and write ``out_dir/NAME/report.html``."""
-    from raidlab.cli import LazyProgress
-
     console = console or Console()
     files = sorted(experiments_dir.glob(f"{name}*.toml"))
     if not files:
@@ -96,10 +95,6 @@ def reproduce(
         if not plan.trees:
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
-        progress = LazyProgress(console, f.name)
-        try:
-            result = api.run({"runs": plan.trees}, threads=threads, progress=progress)
-        finally:
-            progress.close()
+        result = run_with_progress({"runs": plan.trees}, console, f.name, threads)
         sections.append(Section(f, plan.spec, result.to_frame(), plan.skipped))
     return write_report(name, sections, out_dir / name, console)

@@ -10,7 +10,7 @@ use crate::config::{Capacity, Experiment, Unit, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
 use crate::workload::stats::BlockSet;
-use crate::workload::{self, Addressing, Op, WorkloadSpec};
+use crate::workload::{self, Op, WorkloadSpec};
 
 /// Requests between two progress callbacks; a power of two so the check is a mask.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
@@ -208,7 +208,6 @@ pub fn run(
     m.wall_ns = started.elapsed().as_nanos() as u64;
     m.metadata_bytes = policy.metadata_bytes() as u64;
     debug_assert_eq!(m.hits + m.misses, m.lookups);
-    debug_assert!(addressing == Addressing::Bytes || addressing == Addressing::Keys);
     Ok(m)
 }
 

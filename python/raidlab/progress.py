@@ -1,0 +1,53 @@
+"""A progress bar for long runs, shared by the CLI and reproductions."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from raidlab import api
+
+
+class LazyProgress:
+    """A rich progress bar that appears only once a run has lasted 2 s."""
+
+    DELAY_S = 2.0
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console = console
+        self.label = label
+        self.started = time.monotonic()
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, runs_done: int, runs_total: int, requests: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.started < self.DELAY_S or not self.console.is_terminal:
+                return
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total} runs"),
+                TextColumn("{task.fields[requests]:,} requests"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=runs_total, requests=0)
+        self.bar.update(self.task, completed=runs_done, requests=requests)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_with_progress(config: api.Config, console: Console, label: str, threads: int | None) -> api.Result:
+    progress = LazyProgress(console, label)
+    try:
+        return api.run(config, threads=threads, progress=progress)
+    finally:
+        progress.close()
