@@ -4,6 +4,8 @@
 
 use std::io::{ErrorKind, Read};
 
+use crate::error::{Error, Result};
+
 /// Size of the chunk buffer. Large enough that syscalls and decompressor calls amortise.
 pub(crate) const CHUNK_BYTES: usize = 256 * 1024;
 
@@ -23,6 +25,10 @@ pub(crate) struct Records<R> {
     pos: usize,
     end: usize,
     eof: bool,
+    /// Records handed out (1-based number of the last one), for error messages.
+    record_no: u64,
+    /// Set after the end or an error: the stream yields nothing more.
+    done: bool,
 }
 
 impl<R: Read> Records<R> {
@@ -33,6 +39,38 @@ impl<R: Read> Records<R> {
             pos: 0,
             end: 0,
             eof: false,
+            record_no: 0,
+            done: false,
+        }
+    }
+
+    /// The next record for a [`RequestSource`](super::RequestSource): `Ok(None)` at a clean
+    /// end; a record cut short by the end of input (`what` names it in the message) or an I/O
+    /// error is an error naming `label` and the record number. After either, the stream stays
+    /// finished.
+    #[inline]
+    pub(crate) fn record<const N: usize>(
+        &mut self,
+        label: &str,
+        what: &str,
+    ) -> Result<Option<[u8; N]>> {
+        if self.done {
+            return Ok(None);
+        }
+        self.record_no += 1;
+        let next = self.next::<N>();
+        if !matches!(next, Ok(Next::Record(_))) {
+            self.done = true;
+        }
+        match next {
+            Ok(Next::Record(rec)) => Ok(Some(rec)),
+            Ok(Next::End) => Ok(None),
+            Ok(Next::Truncated(n)) => Err(Error::trace_record(
+                label,
+                self.record_no,
+                format!("truncated {what}: expected {N} bytes, found {n}"),
+            )),
+            Err(e) => Err(Error::io(label, &e)),
         }
     }
 

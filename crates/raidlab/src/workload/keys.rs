@@ -6,9 +6,9 @@
 
 use std::io::Read;
 
-use super::binary::{Next, Records};
+use super::binary::Records;
 use super::{Addressing, Op, Request, RequestSource};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Byte order of the keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,8 +22,6 @@ pub struct KeysReader<R> {
     records: Records<R>,
     endian: Endian,
     label: String,
-    record_no: u64,
-    done: bool,
 }
 
 impl<R: Read> KeysReader<R> {
@@ -32,8 +30,6 @@ impl<R: Read> KeysReader<R> {
             records: Records::new(input),
             endian,
             label: label.to_string(),
-            record_no: 0,
-            done: false,
         }
     }
 }
@@ -41,41 +37,19 @@ impl<R: Read> KeysReader<R> {
 impl<R: Read> RequestSource for KeysReader<R> {
     #[inline]
     fn next_request(&mut self) -> Result<Option<Request>> {
-        if self.done {
+        let Some(word) = self.records.record::<4>(&self.label, "key")? else {
             return Ok(None);
-        }
-        let next = self.records.next::<4>();
-        self.record_no += 1;
-        match next {
-            Ok(Next::Record(word)) => {
-                let key = match self.endian {
-                    Endian::Big => u32::from_be_bytes(word),
-                    Endian::Little => u32::from_le_bytes(word),
-                };
-                Ok(Some(Request {
-                    time_ns: 0,
-                    op: Op::Read,
-                    offset: u64::from(key),
-                    len: 0,
-                }))
-            }
-            Ok(Next::End) => {
-                self.done = true;
-                Ok(None)
-            }
-            Ok(Next::Truncated(n)) => {
-                self.done = true;
-                Err(Error::trace_record(
-                    &self.label,
-                    self.record_no,
-                    format!("truncated key: expected 4 bytes, found {n}"),
-                ))
-            }
-            Err(e) => {
-                self.done = true;
-                Err(Error::io(&self.label, &e))
-            }
-        }
+        };
+        let key = match self.endian {
+            Endian::Big => u32::from_be_bytes(word),
+            Endian::Little => u32::from_le_bytes(word),
+        };
+        Ok(Some(Request {
+            time_ns: 0,
+            op: Op::Read,
+            offset: u64::from(key),
+            len: 0,
+        }))
     }
 
     fn addressing(&self) -> Addressing {

@@ -8,9 +8,9 @@
 
 use std::io::Read;
 
-use super::binary::{Next, Records};
+use super::binary::Records;
 use super::{Addressing, Op, Request, RequestSource};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Bytes in one record.
 pub const RECORD_BYTES: usize = 24;
@@ -19,9 +19,7 @@ pub const RECORD_BYTES: usize = 24;
 pub struct OracleReader<R> {
     records: Records<R>,
     label: String,
-    record_no: u64,
     first_time_s: Option<u32>,
-    done: bool,
 }
 
 impl<R: Read> OracleReader<R> {
@@ -29,9 +27,7 @@ impl<R: Read> OracleReader<R> {
         OracleReader {
             records: Records::new(input),
             label: label.to_string(),
-            record_no: 0,
             first_time_s: None,
-            done: false,
         }
     }
 }
@@ -49,40 +45,18 @@ fn decode(rec: &[u8; RECORD_BYTES]) -> (u32, u64, u32) {
 impl<R: Read> RequestSource for OracleReader<R> {
     #[inline]
     fn next_request(&mut self) -> Result<Option<Request>> {
-        if self.done {
+        let Some(rec) = self.records.record::<RECORD_BYTES>(&self.label, "record")? else {
             return Ok(None);
-        }
-        let next = self.records.next::<RECORD_BYTES>();
-        self.record_no += 1;
-        match next {
-            Ok(Next::Record(rec)) => {
-                let (time_s, id, size) = decode(&rec);
-                let first = *self.first_time_s.get_or_insert(time_s);
-                let time_ns = u64::from(time_s.saturating_sub(first)) * 1_000_000_000;
-                Ok(Some(Request {
-                    time_ns,
-                    op: Op::Read,
-                    offset: id,
-                    len: u64::from(size),
-                }))
-            }
-            Ok(Next::End) => {
-                self.done = true;
-                Ok(None)
-            }
-            Ok(Next::Truncated(n)) => {
-                self.done = true;
-                Err(Error::trace_record(
-                    &self.label,
-                    self.record_no,
-                    format!("truncated record: expected {RECORD_BYTES} bytes, found {n}"),
-                ))
-            }
-            Err(e) => {
-                self.done = true;
-                Err(Error::io(&self.label, &e))
-            }
-        }
+        };
+        let (time_s, id, size) = decode(&rec);
+        let first = *self.first_time_s.get_or_insert(time_s);
+        let time_ns = u64::from(time_s.saturating_sub(first)) * 1_000_000_000;
+        Ok(Some(Request {
+            time_ns,
+            op: Op::Read,
+            offset: id,
+            len: u64::from(size),
+        }))
     }
 
     fn addressing(&self) -> Addressing {
