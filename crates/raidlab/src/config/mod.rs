@@ -12,6 +12,8 @@
 //!
 //! Every error names the key path (`runs[2].cache.policy`) and what was expected.
 
+mod disk;
+mod timed;
 mod tree;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +24,7 @@ use crate::array::{ArraySpec, Layout, Level};
 use crate::cache::read::PolicySpec;
 use crate::error::{Error, Result};
 use crate::workload::{Format, OpsFilter, SourceSpec, SynthSpec, WorkloadSpec};
+pub use timed::{Action, Arrivals, ControllerSpec, Driver, Event, TimedSpec};
 pub use tree::merge;
 use tree::{describe, quoted, Table};
 
@@ -69,6 +72,8 @@ pub struct CacheSpec {
 pub enum Mode {
     /// No clock: count hits, misses and disk I/O.
     Count,
+    /// The discrete-event engine with disk models and queues.
+    Timed,
 }
 
 /// The `[run]` table.
@@ -89,6 +94,8 @@ pub struct Experiment {
     /// `None` when the config has no `[array]` (a single healthy device).
     pub array: Option<ArraySpec>,
     pub run: RunSpec,
+    /// Timed mode's driver, disks and events (`Some` exactly when `run.mode = "timed"`).
+    pub timed: Option<TimedSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -286,13 +293,8 @@ fn experiment(
     // `report` describes how `raidlab reproduce` presents them.
     root.table("tags")?;
     root.table("report")?;
-    let run = match root.table("run")? {
-        Some(t) => run_spec(t)?,
-        None => RunSpec {
-            mode: Mode::Count,
-            seed: 1,
-        },
-    };
+    let (mode, seed, driver, timing) = timed::run_table(root.table("run")?)?;
+    let run = RunSpec { mode, seed };
     let workload = match root.table("workload")? {
         Some(t) => workload_spec(t, base_dir, run.seed)?,
         None => return Err(Error::config("workload", "missing; expected a table")),
@@ -305,7 +307,43 @@ fn experiment(
         .table("array")?
         .map(|t| array_spec(t, workload.block_size))
         .transpose()?;
+    let controller = root.table("controller")?;
+    let disk = root.table("disk")?;
+    let events = root.tables("events")?;
+    let timed = match driver {
+        Some(driver) => {
+            let (disk, queue) = disk::disk_spec(disk)?;
+            Some(TimedSpec {
+                driver,
+                interval_ns: timing.interval_ns,
+                duration_ns: timing.duration_ns,
+                outstanding_max: timing.outstanding_max,
+                controller: timed::controller_table(controller)?,
+                disk,
+                queue,
+                events: timed::events_list(events, array.as_ref())?,
+            })
+        }
+        None => {
+            for (present, key) in [
+                (controller.is_some(), "controller"),
+                (disk.is_some(), "disk"),
+                (events.is_some(), "events"),
+            ] {
+                if present {
+                    return Err(Error::config(key, "only applies to run.mode = \"timed\""));
+                }
+            }
+            None
+        }
+    };
     root.finish()?;
+    if timed.is_some() && cache.unit == Unit::Object {
+        return Err(Error::config(
+            "cache.unit",
+            "timed mode needs unit = \"block\" (objects have no place on disks)",
+        ));
+    }
     if cache.unit == Unit::Object && array.is_some() {
         return Err(Error::config(
             "array",
@@ -339,30 +377,9 @@ fn experiment(
         cache,
         array,
         run,
+        timed,
         tree: tree.clone(),
     })
-}
-
-fn run_spec(mut t: Table<'_>) -> Result<RunSpec> {
-    let key = t.key("mode");
-    let mode = match t.str("mode")? {
-        None | Some("count") => Mode::Count,
-        Some("timed") => {
-            return Err(Error::config(
-                key,
-                "timed mode is not available yet; use \"count\"",
-            ))
-        }
-        Some(other) => {
-            return Err(Error::config(
-                key,
-                format!("expected \"count\", got {other:?}"),
-            ))
-        }
-    };
-    let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(1);
-    t.finish()?;
-    Ok(RunSpec { mode, seed })
 }
 
 fn workload_spec(mut t: Table<'_>, base_dir: Option<&Path>, seed: u64) -> Result<WorkloadSpec> {

@@ -112,24 +112,9 @@ impl<'a> Table<'a> {
     /// An optional finite number within `[min, max]` (integers are accepted).
     pub fn float(&mut self, key: &'static str, min: f64, max: f64) -> Result<Option<f64>> {
         let path = self.key(key);
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Number(n)) => {
-                let x = n.as_f64().unwrap_or(f64::NAN);
-                if x.is_finite() && x >= min && x <= max {
-                    Ok(Some(x))
-                } else {
-                    Err(Error::config(
-                        path,
-                        format!("expected a number in [{min}, {max}], got {n}"),
-                    ))
-                }
-            }
-            Some(other) => Err(Error::config(
-                path,
-                format!("expected a number, got {}", describe(other)),
-            )),
-        }
+        self.get(key)
+            .map(|v| float_value(&path, v, min, max))
+            .transpose()
     }
 
     /// An optional array of non-negative integers.
@@ -146,6 +131,87 @@ impl<'a> Table<'a> {
             Some(other) => Err(Error::config(
                 path,
                 format!("expected an array of integers, got {}", describe(other)),
+            )),
+        }
+    }
+
+    /// An optional array of finite numbers, each within `[min, max]`.
+    pub fn float_list(
+        &mut self,
+        key: &'static str,
+        min: f64,
+        max: f64,
+    ) -> Result<Option<Vec<f64>>> {
+        let path = self.key(key);
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| float_value(&format!("{path}[{i}]"), v, min, max))
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(other) => Err(Error::config(
+                path,
+                format!("expected an array of numbers, got {}", describe(other)),
+            )),
+        }
+    }
+
+    /// An optional array of rows of exactly `width` finite numbers (`[[1, 0.83], [2, 1.0]]`),
+    /// every number within `[min, max]`.
+    pub fn float_rows(
+        &mut self,
+        key: &'static str,
+        width: usize,
+        min: f64,
+        max: f64,
+    ) -> Result<Option<Vec<Vec<f64>>>> {
+        let path = self.key(key);
+        let rows = match self.get(key) {
+            None => return Ok(None),
+            Some(Value::Array(rows)) => rows,
+            Some(other) => {
+                return Err(Error::config(
+                    path,
+                    format!(
+                        "expected an array of {width}-number rows, got {}",
+                        describe(other)
+                    ),
+                ))
+            }
+        };
+        rows.iter()
+            .enumerate()
+            .map(|(i, row)| match row {
+                Value::Array(items) if items.len() == width => items
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| float_value(&format!("{path}[{i}][{j}]"), v, min, max))
+                    .collect(),
+                other => Err(Error::config(
+                    format!("{path}[{i}]"),
+                    format!("expected a row of {width} numbers, got {}", describe(other)),
+                )),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// An optional array of tables (`[[events]]`), each viewed at `key[i]`.
+    pub fn tables(&mut self, key: &'static str) -> Result<Option<Vec<Table<'a>>>> {
+        let path = self.key(key);
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Table::new(&format!("{path}[{i}]"), v))
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(other) => Err(Error::config(
+                path,
+                format!("expected an array of tables, got {}", describe(other)),
             )),
         }
     }
@@ -186,6 +252,26 @@ fn uint_value(path: &str, v: &Value, min: u64, max: u64) -> Result<u64> {
             ))),
         },
         other => Err(bad(format!("expected an integer, got {}", describe(other)))),
+    }
+}
+
+fn float_value(path: &str, v: &Value, min: f64, max: f64) -> Result<f64> {
+    match v {
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            if x.is_finite() && x >= min && x <= max {
+                Ok(x)
+            } else {
+                Err(Error::config(
+                    path,
+                    format!("expected a number in [{min}, {max}], got {n}"),
+                ))
+            }
+        }
+        other => Err(Error::config(
+            path,
+            format!("expected a number, got {}", describe(other)),
+        )),
     }
 }
 

@@ -28,6 +28,7 @@ pub struct BatchProgress {
 pub fn run(exp: &Experiment) -> Result<CountMetrics> {
     match exp.run.mode {
         Mode::Count => count::run(exp, None, &mut |_| true),
+        Mode::Timed => Err(Error::config("run.mode", "timed engine under construction")),
     }
 }
 
