@@ -78,20 +78,22 @@ impl Plan {
         });
     }
 
-    /// Sort into canonical order and merge ops that continue each other on one disk.
-    fn normalize(&mut self) {
+    /// Sort into canonical order and merge ops that continue or overlap each other on one
+    /// disk. The planners call it on every plan; the timed engine calls it on the
+    /// concatenated plans of a multi-block request, where two reconstructions of one row can
+    /// read the same survivor block.
+    pub fn normalize(&mut self) {
         self.ops.sort_unstable_by_key(DiskOp::key);
         let mut w = 0usize;
         for r in 0..self.ops.len() {
             let cur = self.ops[r];
             if w > 0 {
                 let last = &mut self.ops[w - 1];
-                let contiguous = last.disk == cur.disk
-                    && last.op == cur.op
-                    && last.block.checked_add(u64::from(last.count)) == Some(cur.block);
-                if contiguous {
-                    if let Some(sum) = last.count.checked_add(cur.count) {
-                        last.count = sum;
+                let last_end = last.block.saturating_add(u64::from(last.count));
+                if last.disk == cur.disk && last.op == cur.op && cur.block <= last_end {
+                    let end = last_end.max(cur.block.saturating_add(u64::from(cur.count)));
+                    if let Ok(count) = u32::try_from(end - last.block) {
+                        last.count = count;
                         continue;
                     }
                 }

@@ -338,6 +338,21 @@ fn experiment(
         }
     };
     root.finish()?;
+    if let Some(TimedSpec {
+        driver: Driver::Open {
+            arrivals: Arrivals::Trace { .. },
+        },
+        ..
+    }) = &timed
+    {
+        if workload.source.lacks_timestamps() {
+            return Err(Error::config(
+                "run.driver",
+                "the workload has no arrival times, so an open loop at trace times would issue \
+                 every request at once; set run.iops (Poisson arrivals) or use driver = \"closed\"",
+            ));
+        }
+    }
     if timed.is_some() && cache.unit == Unit::Object {
         return Err(Error::config(
             "cache.unit",

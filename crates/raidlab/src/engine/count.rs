@@ -213,7 +213,7 @@ pub fn run(
 
 /// Add a plan's per-disk blocks to the counters; returns the blocks it reads.
 #[inline]
-fn tally(plan: &Plan, m: &mut CountMetrics) -> u64 {
+pub(super) fn tally(plan: &Plan, m: &mut CountMetrics) -> u64 {
     let mut read_blocks = 0;
     for op in &plan.ops {
         let n = u64::from(op.count);

@@ -1,10 +1,12 @@
 //! Drivers that move requests through the layers. Counting mode (`count`) has no clock; the
-//! discrete-event timed mode will live beside it.
+//! discrete-event `timed` mode
+//! adds the clock, disk models and queues.
 //!
 //! [`run_batch`] runs many experiments on a few threads: each run is independent and
 //! single-threaded, so results do not depend on the thread count or scheduling.
 
 pub mod count;
+pub mod timed;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -12,7 +14,7 @@ use std::sync::Mutex;
 use crate::array::ArraySpec;
 use crate::config::{Capacity, Experiment, Mode, Writes};
 use crate::error::{Error, Result};
-use crate::metrics::CountMetrics;
+use crate::metrics::RunMetrics;
 use crate::workload::WorkloadSpec;
 
 /// Where a batch stands, passed to the progress callback.
@@ -25,10 +27,19 @@ pub struct BatchProgress {
 }
 
 /// Run one experiment.
-pub fn run(exp: &Experiment) -> Result<CountMetrics> {
+pub fn run(exp: &Experiment) -> Result<RunMetrics> {
+    run_one(exp, None, &mut |_| true)
+}
+
+/// Run one experiment in its mode, with a pre-pass already computed (or `None`).
+pub fn run_one(
+    exp: &Experiment,
+    pre: Option<count::Prepass>,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<RunMetrics> {
     match exp.run.mode {
-        Mode::Count => count::run(exp, None, &mut |_| true),
-        Mode::Timed => Err(Error::config("run.mode", "timed engine under construction")),
+        Mode::Count => count::run(exp, pre, progress).map(RunMetrics::Count),
+        Mode::Timed => timed::run(exp, pre, progress).map(|m| RunMetrics::Timed(Box::new(m))),
     }
 }
 
@@ -40,14 +51,14 @@ pub fn run_batch(
     exps: &[Experiment],
     threads: usize,
     progress: &(dyn Fn(BatchProgress) -> bool + Sync),
-) -> Vec<Result<CountMetrics>> {
+) -> Vec<Result<RunMetrics>> {
     let total = exps.len();
     let prepasses = Prepasses::default();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let requests = AtomicU64::new(0);
     let cancelled = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<CountMetrics>>>> =
+    let results: Mutex<Vec<Option<Result<RunMetrics>>>> =
         Mutex::new((0..total).map(|_| None).collect());
     let report = |delta: u64| -> bool {
         let r = requests.fetch_add(delta, Ordering::Relaxed) + delta;
@@ -73,7 +84,7 @@ pub fn run_batch(
         } else {
             prepasses
                 .get(exp)
-                .and_then(|fp| count::run(exp, fp, &mut |d| report(d)))
+                .and_then(|fp| run_one(exp, fp, &mut |d| report(d)))
         };
         results
             .lock()

@@ -13,6 +13,11 @@ fn mqsim_trace(name: &str, lines: &[&str]) -> std::path::PathBuf {
     path
 }
 
+/// Counting-mode counters of one run.
+fn counts(exp: &Experiment) -> Result<crate::metrics::CountMetrics> {
+    run(exp).map(|m| m.counts().clone())
+}
+
 fn experiment(trace: &std::path::Path, extra: &str) -> Experiment {
     let text = format!(
         "[workload]\ntrace = {:?}\nformat = \"mqsim\"\nops = \"all\"\n{extra}",
@@ -51,7 +56,7 @@ fn degraded_raid5_lru_worked_example() {
         "[cache]\npolicy = \"lru\"\ncapacity_blocks = 2\n\
          [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\nfailed = [0]\n",
     );
-    let m = run(&exp).unwrap();
+    let m = counts(&exp).unwrap();
     assert_eq!((m.requests, m.block_requests), (6, 6));
     assert_eq!((m.hits, m.misses, m.evictions), (1, 5, 3));
     assert_eq!(m.disk_reads, vec![0, 4, 3]);
@@ -69,7 +74,7 @@ fn writes_invalidate_and_pay_the_planner() {
     let path = mqsim_trace("inv", &["0 0 8 8 1", "1000 0 8 8 0", "2000 0 8 8 1"]);
     let cfg = "[cache]\npolicy = \"lru\"\ncapacity_blocks = 4\nwrites = \"invalidate\"\n\
                [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\n";
-    let m = run(&experiment(&path, cfg)).unwrap();
+    let m = counts(&experiment(&path, cfg)).unwrap();
     assert_eq!((m.read_requests, m.write_requests), (2, 1));
     assert_eq!((m.hits, m.misses, m.invalidations), (0, 2, 1));
     assert_eq!(m.disk_reads, vec![1, 2, 0]);
@@ -78,12 +83,12 @@ fn writes_invalidate_and_pay_the_planner() {
     assert_eq!(m.miss_disk_blocks, 2);
 
     // With writes ignored, the second read hits and no disk is written.
-    let m = run(&experiment(&path, &cfg.replace("invalidate", "ignore"))).unwrap();
+    let m = counts(&experiment(&path, &cfg.replace("invalidate", "ignore"))).unwrap();
     assert_eq!((m.hits, m.misses, m.invalidations), (1, 1, 0));
     assert_eq!(m.disk_writes, vec![0, 0, 0]);
 
     // With writes looked up like reads (libCacheSim), the write and the second read both hit.
-    let m = run(&experiment(&path, &cfg.replace("invalidate", "access"))).unwrap();
+    let m = counts(&experiment(&path, &cfg.replace("invalidate", "access"))).unwrap();
     assert_eq!((m.lookups, m.hits, m.misses), (3, 2, 1));
     assert_eq!((m.read_blocks, m.write_blocks), (2, 1));
     assert_eq!(m.disk_writes, vec![0, 0, 0]);
@@ -94,7 +99,7 @@ fn writes_invalidate_and_pay_the_planner() {
 #[test]
 fn requests_are_split_into_blocks() {
     let path = mqsim_trace("split", &["0 0 4 24 1"]);
-    let m = run(&experiment(
+    let m = counts(&experiment(
         &path,
         "[cache]\npolicy = \"fifo\"\ncapacity_blocks = 8\n",
     ))
@@ -119,7 +124,7 @@ fn prepass_counts_footprint_and_cold_misses() {
     let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes).unwrap();
     assert_eq!(pre.footprint_blocks, 4);
     assert_eq!(pre.cold_miss_disk_blocks, 6);
-    let m = run(&exp).unwrap();
+    let m = counts(&exp).unwrap();
     assert_eq!(m.capacity, 2);
     assert_eq!(m.rgr_floor(), Some(6.0 / 5.0));
     assert!(m.rgr() >= m.rgr_floor().unwrap());
@@ -134,9 +139,10 @@ fn batch_matches_single_runs() {
                 [array]\ndisks = 5\nfailed = [3]\n\
                 [sweep]\n\"cache.policy\" = [\"lru\", \"arc\", \"vdf-lfu\", \"2q\", \"mq\"]\n";
     let exps = config::from_toml(text, "b.toml", None).unwrap();
-    let strip = |mut m: CountMetrics| {
-        m.wall_ns = 0;
-        m
+    let strip = |m: RunMetrics| {
+        let mut c = m.counts().clone();
+        c.wall_ns = 0;
+        c
     };
     let single: Vec<_> = exps.iter().map(|e| strip(run(e).unwrap())).collect();
     for threads in [1, 2, 3] {

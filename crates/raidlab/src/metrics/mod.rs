@@ -3,7 +3,44 @@
 //! Everything here is deterministic for a given config and seed except `wall_ns`, the elapsed
 //! host time, which is reported for speed and excluded from result comparisons.
 
+pub mod latency;
+pub mod timed;
+
+pub use latency::Latency;
+pub use timed::{DiskMetrics, RampPoint, Series, TimedMetrics, SERIES_ROWS_MAX};
+
 use serde_json::{json, Map, Value};
+
+/// The results of one run, whichever mode it ran in.
+#[derive(Debug, Clone)]
+pub enum RunMetrics {
+    Count(CountMetrics),
+    Timed(Box<TimedMetrics>),
+}
+
+impl RunMetrics {
+    /// The flat record of the run (timed runs add `series` and `ramp`).
+    pub fn to_json(&self) -> Value {
+        match self {
+            RunMetrics::Count(m) => {
+                let mut v = m.to_json();
+                v.as_object_mut()
+                    .expect("an object")
+                    .insert("mode".into(), json!("count"));
+                v
+            }
+            RunMetrics::Timed(m) => m.to_json(),
+        }
+    }
+
+    /// The counting-mode counters (a timed run has them too).
+    pub fn counts(&self) -> &CountMetrics {
+        match self {
+            RunMetrics::Count(m) => m,
+            RunMetrics::Timed(m) => &m.count,
+        }
+    }
+}
 
 /// Counters of a counting-mode run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

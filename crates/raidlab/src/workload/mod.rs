@@ -226,6 +226,20 @@ pub enum SourceSpec {
     Synthetic(SynthSpec),
 }
 
+impl SourceSpec {
+    /// Whether the source is known to carry no arrival times (key streams and the zipf and
+    /// uniform generators); `false` when it has them or may have them (a sniffed trace).
+    pub fn lacks_timestamps(&self) -> bool {
+        match self {
+            SourceSpec::Synthetic(SynthSpec::Zipf { .. } | SynthSpec::Uniform { .. }) => true,
+            SourceSpec::Synthetic(SynthSpec::WebSearch { .. }) => false,
+            SourceSpec::Trace { format, .. } => {
+                matches!(format, Format::KeysU32Be | Format::KeysU32Le)
+            }
+        }
+    }
+}
+
 /// The `[workload]` table, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadSpec {

@@ -1,0 +1,563 @@
+//! Timed mode: a deterministic discrete-event simulation of the controller in time.
+//!
+//! A user request is split into cache blocks and looked up in the read cache when it arrives
+//! (so its hits and misses are exactly those of counting mode for the same order of
+//! arrivals). A request served wholly from cache completes after the controller's hit
+//! overhead. Otherwise the array's planner turns its misses (and, for a write, the
+//! write-through plan) into per-disk operations: the reads are issued in parallel, then the
+//! writes; the request completes `controller.miss_us` after its last operation. Disks are
+//! [`Device`]s (queue + drive + timing model); failure events switch the array to degraded
+//! mode mid-run.
+//!
+//! Simplifications, documented where they matter: a block inserted on a miss counts as
+//! cached from the moment of the miss (a second request for it before the disk read returns
+//! is a hit); a write never reads the blocks it overwrites (only its plan's reads); operations
+//! already queued at a disk when it fails still complete.
+//!
+//! Time is integer nanoseconds; events fire by (time, insertion order), see `events.rs`.
+//! Nothing is allocated per event once the pools have grown to the run's peak.
+
+mod arrivals;
+mod events;
+mod sample;
+#[cfg(test)]
+mod tests;
+
+use std::time::Instant;
+
+use crate::array::{Array, DiskOp, Plan};
+use crate::cache::read::{self, Access, MissCost, ReadPolicy, UniformCost, Units};
+use crate::config::{Action, Driver, Experiment, TimedSpec, Writes};
+use crate::disk::{Class, Device, DiskIo, SECTOR_BYTES};
+use crate::error::{Error, Result};
+use crate::metrics::{DiskMetrics, TimedMetrics};
+use crate::workload::{self, Addressing, Op, Request, RequestSource};
+
+use super::count::{self, tally, Prepass, PROGRESS_EVERY};
+use arrivals::Schedule;
+use events::{EventQueue, Kind};
+use sample::Sampler;
+
+/// A user request in flight.
+#[derive(Debug, Default)]
+struct Slot {
+    arrival_ns: u64,
+    is_read: bool,
+    /// Disk operations of the current phase not yet completed.
+    pending: u32,
+    /// The write phase of a write-through plan, issued when the read phase is done (the
+    /// vector keeps its capacity when the slot is reused).
+    writes: Vec<DiskOp>,
+    /// Ramp level whose measured window the request arrived in.
+    level: Option<u32>,
+}
+
+/// Everything a timed run moves.
+struct Sim<'e> {
+    exp: &'e Experiment,
+    spec: &'e TimedSpec,
+    policy: Box<dyn ReadPolicy>,
+    array: Option<Array>,
+    devices: Vec<Device>,
+    sectors_per_block: u64,
+    events: EventQueue,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    /// Request slot of each disk-operation token.
+    op_slot: Vec<u32>,
+    free_ops: Vec<u32>,
+    plan: Plan,
+    acc: Plan,
+    evicted: Vec<u64>,
+    /// The cache's logical clock (one tick per block access), as in counting mode.
+    tick: u64,
+    outstanding: u64,
+    m: TimedMetrics,
+    sampler: Sampler,
+    next_event: usize,
+    src: Box<dyn RequestSource>,
+    addressing: Addressing,
+    schedule: Option<Schedule>,
+    /// The request waiting for its arrival event (open loop and ramp).
+    next_req: Option<Request>,
+    /// No more requests are issued (source exhausted, duration reached, ramp over).
+    stopped: bool,
+    /// Request count at which progress is next reported.
+    progress_mark: u64,
+}
+
+/// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
+/// [`PROGRESS_EVERY`] requests; returning `false` cancels the run.
+pub fn run(
+    exp: &Experiment,
+    pre: Option<Prepass>,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<TimedMetrics> {
+    let spec = exp
+        .timed
+        .as_ref()
+        .ok_or_else(|| Error::config("run.mode", "expected \"timed\""))?;
+    let started = Instant::now();
+    let mut sim = Sim::new(exp, spec, pre)?;
+    sim.start()?;
+    while let Some(t) = sim.events.peek_time() {
+        sim.advance_to(t)?;
+        let e = sim.events.pop().expect("peeked");
+        sim.m.events += 1;
+        match e.kind {
+            Kind::Arrival => sim.arrival(e.time_ns, e.a)?,
+            Kind::DiskDone => sim.disk_done(e.time_ns, e.a, e.b)?,
+            Kind::RequestDone => sim.finish(e.time_ns, e.a)?,
+        }
+        if sim.m.count.requests >= sim.progress_mark {
+            sim.progress_mark += PROGRESS_EVERY;
+            if !progress(PROGRESS_EVERY) {
+                return Err(Error::Cancelled);
+            }
+        }
+    }
+    progress(sim.m.count.requests % PROGRESS_EVERY);
+    Ok(sim.finish_run(started))
+}
+
+impl<'e> Sim<'e> {
+    fn new(exp: &'e Experiment, spec: &'e TimedSpec, pre: Option<Prepass>) -> Result<Sim<'e>> {
+        let (capacity, pre) = count::resolve_capacity(exp, pre)?;
+        let policy = read::build_in(&exp.cache.policy, capacity, Units::Blocks)?;
+        let array = exp.array.as_ref().map(Array::new).transpose()?;
+        let disks = array.as_ref().map_or(1, |a| a.spec().disks) as usize;
+        let devices = (0..disks)
+            .map(|_| Ok(Device::new(spec.disk.build()?, spec.queue)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut m = TimedMetrics::default();
+        m.count.disk_reads = vec![0; disks];
+        m.count.disk_writes = vec![0; disks];
+        m.count.capacity = capacity;
+        m.count.footprint_blocks = pre.map(|p| p.footprint_blocks);
+        m.count.cold_miss_disk_blocks = pre.map(|p| p.cold_miss_disk_blocks);
+        let src = workload::open(&exp.workload)?;
+        let addressing = src.addressing();
+        Ok(Sim {
+            exp,
+            spec,
+            policy,
+            array,
+            sectors_per_block: u64::from(exp.workload.block_size) / SECTOR_BYTES,
+            sampler: Sampler::new(spec.interval_ns, disks),
+            devices,
+            events: EventQueue::with_capacity(1024),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            op_slot: Vec::new(),
+            free_ops: Vec::new(),
+            plan: Plan::default(),
+            acc: Plan::default(),
+            evicted: Vec::with_capacity(64),
+            tick: 0,
+            outstanding: 0,
+            m,
+            next_event: 0,
+            src,
+            addressing,
+            schedule: Schedule::new(&spec.driver, exp.run.seed),
+            next_req: None,
+            stopped: false,
+            progress_mark: PROGRESS_EVERY,
+        })
+    }
+
+    /// Issue the first requests: the closed loop's population, or the first arrival.
+    fn start(&mut self) -> Result<()> {
+        if let Some(s) = &self.schedule {
+            self.sampler.set_levels(s.levels());
+        }
+        match self.spec.driver {
+            Driver::Closed { outstanding, .. } => {
+                for _ in 0..outstanding {
+                    if !self.issue_next(0)? {
+                        break;
+                    }
+                }
+            }
+            _ => self.schedule_arrival()?,
+        }
+        Ok(())
+    }
+
+    /// Before handling an event at `t`: close the time-series intervals and apply the
+    /// configured events due by then (config events at the same nanosecond as an engine
+    /// event come first).
+    fn advance_to(&mut self, t: u64) -> Result<()> {
+        self.sampler
+            .advance(t, &mut self.devices, self.outstanding, &mut self.m.series);
+        while let Some(ev) = self.spec.events.get(self.next_event) {
+            if ev.at_ns > t {
+                break;
+            }
+            self.next_event += 1;
+            match ev.action {
+                Action::Fail(disk) => {
+                    // Validated against the same sequence of failures at config time.
+                    let array = self.array.as_mut().expect("events need an array");
+                    array.fail(disk)?;
+                    self.m.failures.push((ev.at_ns, disk));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Read the next request and schedule its arrival (open loop and ramp).
+    fn schedule_arrival(&mut self) -> Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        let Some(req) = self.src.next_request()? else {
+            self.stopped = true;
+            return Ok(());
+        };
+        let schedule = self.schedule.as_mut().expect("open loop has a schedule");
+        let Some(t) = schedule.next(req.time_ns) else {
+            self.stopped = true;
+            return Ok(());
+        };
+        if self.spec.duration_ns.is_some_and(|d| t >= d) {
+            self.stopped = true;
+            return Ok(());
+        }
+        self.next_req = Some(req);
+        self.events.push(t, Kind::Arrival, 0, 0);
+        Ok(())
+    }
+
+    /// An arrival event: the open loop's scheduled request, or a closed-loop thread's next.
+    fn arrival(&mut self, now: u64, _a: u32) -> Result<()> {
+        match self.spec.driver {
+            Driver::Closed { .. } => {
+                self.issue_next(now)?;
+            }
+            _ => {
+                let req = self.next_req.take().expect("an arrival has its request");
+                self.issue(now, &req)?;
+                self.schedule_arrival()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closed loop: issue the next request of the stream now; `false` when there is none.
+    fn issue_next(&mut self, now: u64) -> Result<bool> {
+        if self.stopped || self.spec.duration_ns.is_some_and(|d| now >= d) {
+            self.stopped = true;
+            return Ok(false);
+        }
+        match self.src.next_request()? {
+            Some(req) => {
+                self.issue(now, &req)?;
+                Ok(true)
+            }
+            None => {
+                self.stopped = true;
+                Ok(false)
+            }
+        }
+    }
+
+    fn alloc_slot(&mut self) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// A user request arrives at `now`.
+    fn issue(&mut self, now: u64, req: &Request) -> Result<()> {
+        if self.outstanding >= u64::from(self.spec.outstanding_max) {
+            if matches!(self.spec.driver, Driver::Ramp { .. }) {
+                // The level cannot keep up: mark it and end the ramp there.
+                self.sampler.saturate(now);
+                if let Some(s) = self.schedule.as_mut() {
+                    s.stop_after(now);
+                }
+                self.stopped = true;
+                return Ok(());
+            }
+            return Err(Error::config(
+                "run.outstanding_max",
+                format!(
+                    "{} requests in flight at {:.3} s: the offered load exceeds what the array \
+                     serves; lower it (run.time_scale, run.iops) or raise outstanding_max",
+                    self.outstanding,
+                    now as f64 / 1e9
+                ),
+            ));
+        }
+        let m = &mut self.m.count;
+        m.requests += 1;
+        let is_read = req.op == Op::Read;
+        if is_read {
+            m.read_requests += 1;
+        } else {
+            m.write_requests += 1;
+        }
+        let (first, count) = self.exp.workload.span(req, self.addressing);
+        m.block_requests += count;
+        if is_read {
+            m.read_blocks += count;
+        } else {
+            m.write_blocks += count;
+        }
+        self.acc.ops.clear();
+        let writes = self.exp.cache.writes;
+        if is_read || writes == Writes::Access {
+            self.lookup(first, count, is_read);
+        } else if writes == Writes::Invalidate {
+            for lba in first..first + count {
+                self.m.count.invalidations += u64::from(self.policy.remove(lba));
+            }
+        }
+        let slot = self.alloc_slot();
+        {
+            let s = &mut self.slots[slot as usize];
+            s.arrival_ns = now;
+            s.is_read = is_read;
+            s.pending = 0;
+            s.writes.clear();
+            s.level = self.sampler.level_of(now);
+        }
+        if !is_read {
+            // Write-through: the planner's reads join the read phase, its writes wait.
+            match &self.array {
+                Some(a) => a.plan_write(first, count, &mut self.plan),
+                None => {
+                    self.plan.ops.clear();
+                    self.plan.ops.push(DiskOp {
+                        disk: 0,
+                        op: Op::Write,
+                        block: first,
+                        count: u32::try_from(count).unwrap_or(u32::MAX),
+                    });
+                }
+            }
+            tally(&self.plan, &mut self.m.count);
+            let s = &mut self.slots[slot as usize];
+            for op in &self.plan.ops {
+                match op.op {
+                    Op::Read => self.acc.ops.push(*op),
+                    Op::Write => s.writes.push(*op),
+                }
+            }
+        }
+        self.outstanding += 1;
+        self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
+        self.acc.normalize();
+        if self.acc.ops.is_empty() && self.slots[slot as usize].writes.is_empty() {
+            // Served wholly from cache.
+            return self.done_after(now, slot, self.spec.controller.hit_ns);
+        }
+        if self.acc.ops.is_empty() {
+            return self.write_phase(now, slot);
+        }
+        let ops = std::mem::take(&mut self.acc.ops);
+        let r = self.submit_all(now, slot, &ops);
+        self.acc.ops = ops;
+        r
+    }
+
+    /// Look the request's blocks up; misses add their read plans to `acc`.
+    fn lookup(&mut self, first: u64, count: u64, is_read: bool) {
+        let cost: &dyn MissCost = match &self.array {
+            Some(a) => a,
+            None => &UniformCost,
+        };
+        let m = &mut self.m.count;
+        m.lookups += count;
+        for lba in first..first + count {
+            let acc = Access {
+                key: lba,
+                size: 1,
+                now: self.tick,
+                cost,
+            };
+            self.tick += 1;
+            if self.policy.get(&acc) {
+                m.hits += 1;
+                continue;
+            }
+            m.misses += 1;
+            if is_read {
+                match &self.array {
+                    Some(a) => a.plan_read(lba, &mut self.plan),
+                    None => {
+                        self.plan.ops.clear();
+                        self.plan.ops.push(DiskOp {
+                            disk: 0,
+                            op: Op::Read,
+                            block: lba,
+                            count: 1,
+                        });
+                    }
+                }
+                m.miss_disk_blocks += tally(&self.plan, m);
+                self.acc.ops.extend_from_slice(&self.plan.ops);
+            }
+            self.evicted.clear();
+            self.policy.insert(&acc, &mut self.evicted);
+            m.evictions += self.evicted.len() as u64;
+        }
+        debug_assert!(self.policy.used() <= self.policy.capacity());
+    }
+
+    /// Issue `ops` for request `slot` at `now`.
+    fn submit_all(&mut self, now: u64, slot: u32, ops: &[DiskOp]) -> Result<()> {
+        debug_assert!(!ops.is_empty());
+        self.slots[slot as usize].pending = ops.len() as u32;
+        for op in ops {
+            let disk = op.disk as usize;
+            let io = DiskIo {
+                op: op.op,
+                sector: op.block * self.sectors_per_block,
+                sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
+            };
+            let dev = &mut self.devices[disk];
+            let capacity = dev.model().capacity_sectors();
+            if io.sector + u64::from(io.sectors) > capacity {
+                return Err(Error::config(
+                    "disk",
+                    format!(
+                        "disk {disk} holds {capacity} sectors ({:.2} GiB) but the workload \
+                         reaches sector {}; choose a larger drive (disk.preset) or a \
+                         smaller workload",
+                        (capacity * SECTOR_BYTES) as f64 / (1u64 << 30) as f64,
+                        io.sector + u64::from(io.sectors)
+                    ),
+                ));
+            }
+            let token = match self.free_ops.pop() {
+                Some(t) => {
+                    self.op_slot[t as usize] = slot;
+                    t
+                }
+                None => {
+                    self.op_slot.push(slot);
+                    (self.op_slot.len() - 1) as u32
+                }
+            };
+            dev.submit(now, io, Class::Foreground, token);
+            self.start_disk(now, disk);
+        }
+        Ok(())
+    }
+
+    /// Start whatever disk `disk` can start now.
+    fn start_disk(&mut self, now: u64, disk: usize) {
+        while let Some(s) = self.devices[disk].start(now) {
+            self.events
+                .push(s.done_ns, Kind::DiskDone, disk as u32, s.token);
+        }
+    }
+
+    fn disk_done(&mut self, now: u64, disk: u32, token: u32) -> Result<()> {
+        let d = disk as usize;
+        self.devices[d].complete(now, token);
+        let slot = self.op_slot[token as usize];
+        self.free_ops.push(token);
+        self.start_disk(now, d);
+        let s = &mut self.slots[slot as usize];
+        debug_assert!(s.pending > 0);
+        s.pending -= 1;
+        if s.pending > 0 {
+            return Ok(());
+        }
+        if !s.writes.is_empty() {
+            return self.write_phase(now, slot);
+        }
+        self.done_after(now, slot, self.spec.controller.miss_ns)
+    }
+
+    /// The read phase of a write is over: issue its writes.
+    fn write_phase(&mut self, now: u64, slot: u32) -> Result<()> {
+        let writes = std::mem::take(&mut self.slots[slot as usize].writes);
+        let r = self.submit_all(now, slot, &writes);
+        // Give the (now cleared) vector back so the slot keeps its capacity.
+        let mut writes = writes;
+        writes.clear();
+        self.slots[slot as usize].writes = writes;
+        r
+    }
+
+    /// Complete request `slot` `delay` after `now`.
+    fn done_after(&mut self, now: u64, slot: u32, delay: u64) -> Result<()> {
+        if delay == 0 {
+            self.finish(now, slot)
+        } else {
+            self.events.push(now + delay, Kind::RequestDone, slot, 0);
+            Ok(())
+        }
+    }
+
+    /// Request `slot` completes at `now`.
+    fn finish(&mut self, now: u64, slot: u32) -> Result<()> {
+        let s = &self.slots[slot as usize];
+        let latency = now - s.arrival_ns;
+        self.m.latency.record(latency);
+        if s.is_read {
+            self.m.read_latency.record(latency);
+        } else {
+            self.m.write_latency.record(latency);
+        }
+        self.sampler.completed(now, latency, s.level);
+        self.m.completed += 1;
+        self.m.sim_ns = self.m.sim_ns.max(now);
+        self.outstanding -= 1;
+        self.free_slots.push(slot);
+        if let Driver::Closed { think_ns, .. } = self.spec.driver {
+            if think_ns == 0 {
+                self.issue_next(now)?;
+            } else if !self.stopped {
+                self.events.push(now + think_ns, Kind::Arrival, 0, 0);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_run(mut self, started: Instant) -> TimedMetrics {
+        let end = self.m.sim_ns;
+        self.sampler
+            .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
+        self.m.ramp = self.sampler.ramp_points();
+        let secs = end.max(1);
+        self.m.disks = self
+            .devices
+            .iter_mut()
+            .map(|d| {
+                let st = d.stats(end);
+                DiskMetrics {
+                    ops: st.ops,
+                    read_sectors: st.read_sectors,
+                    write_sectors: st.write_sectors,
+                    utilization: st.busy_ns as f64 / secs as f64,
+                    queue_mean: st.queue_area as f64 / secs as f64,
+                    queue_max: st.queue_max,
+                    seek_cylinders_mean: if st.ops == 0 {
+                        0.0
+                    } else {
+                        st.seek_cylinders as f64 / st.ops as f64
+                    },
+                    buffer_hits: st.buffer_hits,
+                }
+            })
+            .collect();
+        self.m.count.metadata_bytes = self.policy.metadata_bytes() as u64;
+        self.m.count.wall_ns = started.elapsed().as_nanos() as u64;
+        debug_assert_eq!(
+            self.m.count.hits + self.m.count.misses,
+            self.m.count.lookups
+        );
+        debug_assert_eq!(self.outstanding, 0);
+        self.m
+    }
+}
