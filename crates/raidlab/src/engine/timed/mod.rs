@@ -84,6 +84,8 @@ struct Sim<'e> {
     stopped: bool,
     /// Request count at which progress is next reported.
     progress_mark: u64,
+    /// Ramp levels checked for saturation so far.
+    ramp_checked: usize,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -163,6 +165,7 @@ impl<'e> Sim<'e> {
             next_req: None,
             stopped: false,
             progress_mark: PROGRESS_EVERY,
+            ramp_checked: 0,
         })
     }
 
@@ -224,6 +227,14 @@ impl<'e> Sim<'e> {
         if self.spec.duration_ns.is_some_and(|d| t >= d) {
             self.stopped = true;
             return Ok(());
+        }
+        // A ramp stops once a finished level fell behind its offered load.
+        while self.sampler.level_over(self.ramp_checked, t) {
+            if self.sampler.fell_behind(self.ramp_checked) {
+                self.stopped = true;
+                return Ok(());
+            }
+            self.ramp_checked += 1;
         }
         self.next_req = Some(req);
         self.events.push(t, Kind::Arrival, 0, 0);

@@ -60,6 +60,19 @@ impl Sampler {
         Some(i as u32)
     }
 
+    /// Whether ramp level `i` exists and is over at `now`.
+    pub fn level_over(&self, i: usize, now: u64) -> bool {
+        self.levels.get(i).is_some_and(|(_, lv)| now >= lv.end_ns)
+    }
+
+    /// Whether ramp level `i` (over) served less than 95% of what arrived in its measured
+    /// window: the ramp then stops, since higher levels would only grow the queue.
+    pub fn fell_behind(&self, i: usize) -> bool {
+        self.level_stats.get(i).is_some_and(|st| {
+            st.saturated || (st.completed_in_window as f64) < 0.95 * st.arrived as f64
+        })
+    }
+
     /// Mark the level running at `now` saturated.
     pub fn saturate(&mut self, now: u64) {
         if let Some(i) = self
@@ -144,7 +157,7 @@ impl Sampler {
             let secs = (lv.end_ns - lv.measure_ns).max(1) as f64 / 1e9;
             let offered = st.arrived as f64 / secs;
             let iops = st.completed_in_window as f64 / secs;
-            let saturated = st.saturated || iops < 0.95 * offered;
+            let saturated = self.fell_behind(points.len());
             points.push(RampPoint {
                 target_iops: *target,
                 offered_iops: offered,
