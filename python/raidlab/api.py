@@ -21,11 +21,30 @@ ProgressFn = Callable[[int, int, int], None]
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a config: its name, the merged config it ran, and its metrics."""
+    """One run of a config: its name, the merged config it ran, and its metrics.
+
+    Timed runs also carry a time series (``series``: column name -> values, one row per
+    ``run.interval_s``) and, with the ramp driver, one point per load level (``ramp``).
+    """
 
     name: str
     config: dict[str, Any]
     metrics: dict[str, Any] = field(default_factory=dict)
+    series: dict[str, list[Any]] = field(default_factory=dict)
+    ramp: list[dict[str, Any]] = field(default_factory=list)
+
+    def series_frame(self) -> Any:
+        """The time series as a DataFrame: ``t_s`` (end of each interval), ``iops``,
+        ``mean_ms``, ``outstanding``, ``util_<disk>``, ``queue_<disk>``."""
+        import pandas as pd
+
+        return pd.DataFrame(self.series)
+
+    def ramp_frame(self) -> Any:
+        """The ramp's throughput-response curve as a DataFrame, one row per level."""
+        import pandas as pd
+
+        return pd.DataFrame(self.ramp)
 
 
 @dataclass(frozen=True)
@@ -55,12 +74,37 @@ class Result:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def series(self) -> Any:
+        """Every timed run's time series in one DataFrame, with a ``name`` column."""
+        return self._stacked(lambda r: r.series_frame())
+
+    def ramp(self) -> Any:
+        """Every ramp run's levels in one DataFrame, with a ``name`` column."""
+        return self._stacked(lambda r: r.ramp_frame())
+
+    def _stacked(self, frame: Callable[[Run], Any]) -> Any:
+        import pandas as pd
+
+        parts = []
+        for r in self.runs:
+            f = frame(r)
+            if len(f):
+                f.insert(0, "name", r.name)
+                parts.append(f)
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
     def to_json(self) -> dict[str, Any]:
-        """The ``--json`` shape: one object for a single run, ``{"runs": [...]}`` otherwise."""
-        items = [
-            {"name": r.name, "metrics": r.metrics, "config": r.config, "version": self.version}
-            for r in self.runs
-        ]
+        """The ``--json`` shape: one object for a single run, ``{"runs": [...]}`` otherwise.
+        Timed runs add ``series`` and ``ramp``."""
+        items = []
+        for r in self.runs:
+            item: dict[str, Any] = {"name": r.name, "metrics": r.metrics}
+            if r.series:
+                item["series"] = r.series
+            if r.ramp:
+                item["ramp"] = r.ramp
+            item.update({"config": r.config, "version": self.version})
+            items.append(item)
         if len(items) == 1:
             return items[0]
         return {"runs": items, "version": self.version}
@@ -111,5 +155,10 @@ def run(config: Config, *, threads: int | None = None, progress: ProgressFn | No
     text, file, base = _source(config)
     n = threads if threads is not None else (os.cpu_count() or 1)
     out = _core.run(text, file, base, max(1, n), progress)
-    runs = [Run(name, json.loads(cfg), json.loads(metrics)) for name, metrics, cfg in out]
+    runs = []
+    for name, metrics_json, cfg in out:
+        metrics = json.loads(metrics_json)
+        series = metrics.pop("series", {})
+        ramp = metrics.pop("ramp", [])
+        runs.append(Run(name, json.loads(cfg), metrics, series, ramp))
     return Result(runs)

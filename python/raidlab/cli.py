@@ -39,15 +39,51 @@ RUN_COLUMNS = [
 ]
 
 
-def print_runs(result: api.Result, console: Console) -> None:
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("run")
-    for _, header, _ in RUN_COLUMNS:
+# Columns for timed runs.
+TIMED_COLUMNS = [
+    ("requests", "requests", "{:,}"),
+    ("hit_ratio", "hit ratio", "{:.4f}"),
+    ("iops", "IOPS", "{:,.1f}"),
+    ("latency_mean_ms", "mean ms", "{:.3f}"),
+    ("latency_p99_ms", "p99 ms", "{:.3f}"),
+    ("disk_util_max", "max util", "{:.3f}"),
+    ("sim_s", "sim s", "{:,.1f}"),
+    ("wall_s", "wall s", "{:.2f}"),
+]
+
+RAMP_COLUMNS = [
+    ("target_iops", "target IOPS", "{:,.0f}"),
+    ("offered_iops", "offered", "{:,.1f}"),
+    ("iops", "IOPS", "{:,.1f}"),
+    ("mean_ms", "mean ms", "{:.3f}"),
+    ("p99_ms", "p99 ms", "{:.3f}"),
+    ("saturated", "saturated", "{}"),
+]
+
+
+def _table(title: str | None, first: str, columns: list[tuple[str, str, str]]) -> Table:
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column(first)
+    for _, header, _ in columns:
         table.add_column(header, justify="right")
+    return table
+
+
+def print_runs(result: api.Result, console: Console) -> None:
+    for mode, columns in (("count", RUN_COLUMNS), ("timed", TIMED_COLUMNS)):
+        runs = [r for r in result.runs if r.metrics.get("mode", "count") == mode]
+        if not runs:
+            continue
+        table = _table(None, "run", columns)
+        for r in runs:
+            table.add_row(escape(r.name), *(fmt.format(r.metrics[key]) for key, _, fmt in columns))
+        console.print(table)
     for r in result.runs:
-        cells = [fmt.format(r.metrics[key]) for key, _, fmt in RUN_COLUMNS]
-        table.add_row(r.name, *cells)
-    console.print(table)
+        if r.ramp:
+            table = _table(f"ramp: {escape(r.name)}", "level", RAMP_COLUMNS)
+            for i, point in enumerate(r.ramp):
+                table.add_row(str(i), *(fmt.format(point[key]) for key, _, fmt in RAMP_COLUMNS))
+            console.print(table)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
