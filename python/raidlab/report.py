@@ -31,10 +31,12 @@ def pivot(frame: Any, spec: dict[str, Any]) -> Any:
     return table[[c for c in order if c in table.columns]]
 
 
-def reductions(table: Any, pairs: list[list[str]], floor: Any = None) -> Any:
+def reductions(table: Any, pairs: list[list[str]], floor: Any = None, higher: bool = False) -> Any:
     """Relative reduction of each (base, new) pair, per row: ``(base - new) / base``, or with
     ``floor`` (a per-row Series, e.g. the compulsory-miss RGR, the same for every policy)
-    the reduction of the avoidable part, ``(base - new) / (base - floor)``."""
+    the reduction of the avoidable part, ``(base - new) / (base - floor)``. With ``higher``
+    (the value is better when larger, e.g. a service rate) the relative improvement
+    ``(new - base) / base`` instead."""
     import pandas as pd
 
     out = pd.DataFrame(index=table.index)
@@ -46,7 +48,8 @@ def reductions(table: Any, pairs: list[list[str]], floor: Any = None) -> Any:
                 # Where (almost) everything is compulsory the ratio is noise over nothing:
                 # leave the cell empty rather than report +100% of a rounding error.
                 denominator = denominator.where(denominator > AVOIDABLE_MIN * table[base])
-            out[f"{new} vs {base}"] = (table[base] - table[new]) / denominator
+            change = table[new] - table[base] if higher else table[base] - table[new]
+            out[f"{new} vs {base}"] = change / denominator
     return out
 
 
@@ -148,9 +151,11 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
         pairs = s.spec.get("compare", [])
         if pairs:
-            red = reductions(table, pairs)
-            console.print(console_table(red, "relative reduction (base - new) / base", "{:+.1%}"))
-            body.append("<h3>relative reduction (base &minus; new) / base</h3>")
+            higher = s.spec.get("better", "lower") == "higher"
+            red = reductions(table, pairs, higher=higher)
+            red_title = "relative improvement (new - base) / base" if higher else "relative reduction (base - new) / base"
+            console.print(console_table(red, red_title, "{:+.1%}"))
+            body.append(f"<h3>{html.escape(red_title)}</h3>")
             body.append(red.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-"))
             rows = "".join(
                 f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td></tr>"

@@ -11,6 +11,7 @@ plus a ``[report]`` table saying how to present the results:
     columns = "cache.policy"        # pivot columns
     value = "rgr"                   # metric in the cells
     compare = [["lru", "vdf-lru"]]  # relative reduction (base - new) / base per pair
+    better = "lower"                # or "higher": then (new - base) / base (service rates)
     plot_x = "cache.capacity_fraction"
     plot_facets = ["tags.workload", "array.disks"]
     plot_logx = true
