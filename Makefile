@@ -34,6 +34,7 @@ test-python: $(STAMP)
 bench: $(STAMP)
 	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
 	$(VPY) benches/bench_count.py
+	$(VPY) benches/bench_timed.py
 
 clean:
 	rm -rf $(VENV) target results
