@@ -66,7 +66,9 @@ print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s",
 
 
 def measure(text: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD], input=text, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", CHILD], input=text, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"benchmark child failed:\n{out.stderr}")
     return json.loads(out.stdout)
 
 
