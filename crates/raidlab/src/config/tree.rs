@@ -119,20 +119,7 @@ impl<'a> Table<'a> {
 
     /// An optional array of non-negative integers.
     pub fn uint_list(&mut self, key: &'static str, max: u64) -> Result<Option<Vec<u64>>> {
-        let path = self.key(key);
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| uint_value(&format!("{path}[{i}]"), v, 0, max))
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(other) => Err(Error::config(
-                path,
-                format!("expected an array of integers, got {}", describe(other)),
-            )),
-        }
+        self.list(key, "integers", |path, v| uint_value(path, v, 0, max))
     }
 
     /// An optional array of finite numbers, each within `[min, max]`.
@@ -142,18 +129,28 @@ impl<'a> Table<'a> {
         min: f64,
         max: f64,
     ) -> Result<Option<Vec<f64>>> {
+        self.list(key, "numbers", |path, v| float_value(path, v, min, max))
+    }
+
+    /// An optional array whose items `item(path_of_item, value)` converts.
+    fn list<T>(
+        &mut self,
+        key: &'static str,
+        what: &str,
+        item: impl Fn(&str, &Value) -> Result<T>,
+    ) -> Result<Option<Vec<T>>> {
         let path = self.key(key);
         match self.get(key) {
             None => Ok(None),
             Some(Value::Array(items)) => items
                 .iter()
                 .enumerate()
-                .map(|(i, v)| float_value(&format!("{path}[{i}]"), v, min, max))
+                .map(|(i, v)| item(&format!("{path}[{i}]"), v))
                 .collect::<Result<Vec<_>>>()
                 .map(Some),
             Some(other) => Err(Error::config(
                 path,
-                format!("expected an array of numbers, got {}", describe(other)),
+                format!("expected an array of {what}, got {}", describe(other)),
             )),
         }
     }
