@@ -99,11 +99,13 @@ impl Discipline {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueSpec {
     pub discipline: Discipline,
-    /// A queued operation of a lower class that has waited this long is served before any
-    /// younger operation of a higher class (the bound on starvation).
+    /// A queued operation (of any class) that has waited this long is served before every
+    /// younger one, whatever their class or position (the bound on starvation; 0 makes the
+    /// queue FCFS across classes).
     pub aging_ns: u64,
-    /// Commands the device holds at once (NCQ / TCQ depth), >= 1. With more than one, the
-    /// drive picks the shortest positioning time among the commands it holds.
+    /// Commands the device holds at once, in service included (NCQ / TCQ depth), >= 1. With
+    /// more than one, the drive picks the shortest positioning time among the commands it
+    /// holds (see `device.rs`).
     pub ncq: u32,
 }
 
@@ -302,23 +304,27 @@ impl DiskQueue {
         Some(match self.spec.discipline {
             Discipline::Fcfs => c.oldest,
             Discipline::Sstf => {
-                let up = c.tree.ceil(nodes, head);
-                // The earliest arrival at the nearest position below the head.
-                let down = c
-                    .tree
-                    .floor_below(nodes, head)
-                    .and_then(|id| c.tree.ceil(nodes, nodes.key(id).0));
+                let (up, down) = c.tree.around(nodes, head);
+                // `down` is the latest arrival at its position; the rule wants the earliest,
+                // found by a second descent only when that position can win.
+                let earliest = |id: u32| c.tree.ceil(nodes, nodes.key(id).0);
                 match (up, down) {
                     (Some(u), Some(d)) => {
-                        let (ku, kd) = (nodes.key(u), nodes.key(d));
-                        let (du, dd) = (ku.0 - head, head - kd.0);
-                        if dd < du || (dd == du && kd.1 < ku.1) {
-                            d
-                        } else {
+                        let (du, dd) = (nodes.key(u).0 - head, head - nodes.key(d).0);
+                        if dd > du {
                             u
+                        } else {
+                            let d = earliest(d)?;
+                            if dd < du || nodes.key(d).1 < nodes.key(u).1 {
+                                d
+                            } else {
+                                u
+                            }
                         }
                     }
-                    (up, down) => up.or(down)?,
+                    (Some(u), None) => u,
+                    (None, Some(d)) => earliest(d)?,
+                    (None, None) => return None,
                 }
             }
             Discipline::Clook => c.tree.ceil(nodes, head).or_else(|| c.tree.first(nodes))?,

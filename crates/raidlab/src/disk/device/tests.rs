@@ -184,29 +184,27 @@ fn ncq_serves_the_shortest_positioning_time() {
 }
 
 /// Closed loop: `depth` operations outstanding at random cylinders until `total` have been
-/// served; tokens are reused as operations complete. Returns the stats at the end.
-fn closed_loop(spec: QueueSpec, depth: u32, total: u64, seed: u64) -> (DeviceStats, Vec<Started>) {
+/// served; tokens are reused as operations complete. Returns the stats at the end and a
+/// checksum of the `(token, done_ns)` sequence started.
+fn closed_loop(spec: QueueSpec, depth: u32, total: u64, seed: u64) -> (DeviceStats, u64) {
     let cylinders = 10_000;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut dev = Device::new(Arm::boxed(cylinders, 1), spec);
     let mut events = BinaryHeap::new();
-    let mut log = Vec::new();
-    let mut submitted = 0;
+    let mut started = Vec::new();
+    let (mut submitted, mut served, mut checksum) = (0, 0, 0u64);
     for token in 0..depth {
-        dev.submit(
-            0,
-            read_at(rng.next_u64() % cylinders),
-            Class::Foreground,
-            token,
-        );
+        let io = read_at(rng.next_u64() % cylinders);
+        dev.submit(0, io, Class::Foreground, token);
         submitted += 1;
     }
     let mut now = 0;
     loop {
-        let from = log.len();
-        start_all(&mut dev, now, &mut log);
-        for s in &log[from..] {
+        started.clear();
+        served += start_all(&mut dev, now, &mut started) as u64;
+        for s in &started {
             events.push(Reverse((s.done_ns, s.token)));
+            checksum = (checksum ^ u64::from(s.token) ^ s.done_ns).wrapping_mul(0x100_0000_01B3);
         }
         let Some(Reverse((t, token))) = events.pop() else {
             break;
@@ -214,17 +212,13 @@ fn closed_loop(spec: QueueSpec, depth: u32, total: u64, seed: u64) -> (DeviceSta
         now = t;
         dev.complete(now, token);
         if submitted < total {
-            dev.submit(
-                now,
-                read_at(rng.next_u64() % cylinders),
-                Class::Foreground,
-                token,
-            );
+            let io = read_at(rng.next_u64() % cylinders);
+            dev.submit(now, io, Class::Foreground, token);
             submitted += 1;
         }
     }
-    assert_eq!(log.len() as u64, total);
-    (dev.stats(now), log)
+    assert_eq!(served, total);
+    (dev.stats(now), checksum)
 }
 
 #[test]
@@ -329,6 +323,31 @@ proptest! {
             prop_assert!(
                 start - arrival <= aging_ns + rounds * s_max,
                 "waited {} with {n_ahead} ahead, s_max {s_max}", start - arrival
+            );
+        }
+    }
+}
+
+/// Rough speed of submit/start/complete (the engine's hot path), with its own tiny event
+/// loop around it; run with `cargo test --release -- --ignored --nocapture device_speed`.
+#[test]
+#[ignore = "a timing, not a check; run in release"]
+fn device_speed() {
+    let total = 4_000_000;
+    for (d, ncq) in [
+        (Discipline::Fcfs, 1),
+        (Discipline::Sstf, 1),
+        (Discipline::Clook, 1),
+        (Discipline::Fcfs, 32),
+    ] {
+        for depth in [4, 256] {
+            let t0 = std::time::Instant::now();
+            let (st, _) = closed_loop(queue_spec(d, ncq, u64::MAX), depth, total, 1);
+            let secs = t0.elapsed().as_secs_f64();
+            assert_eq!(st.ops, total);
+            println!(
+                "{d:?} ncq {ncq} depth {depth}: {:.1} M ops/s",
+                total as f64 / secs / 1e6
             );
         }
     }

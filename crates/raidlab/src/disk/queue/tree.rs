@@ -154,22 +154,23 @@ impl Tree {
         (best != NIL).then_some(best)
     }
 
-    /// The entry with the largest key whose position is `< pos` (the latest arrival at the
-    /// nearest position below `pos`).
-    pub fn floor_below<N: TreeNodes + ?Sized>(&self, nodes: &N, pos: u64) -> Option<u32> {
-        let (mut cur, mut best, mut steps) = (self.root, NIL, 0u32);
+    /// In one descent: [`Tree::ceil`] of `pos`, and the entry with the largest key whose
+    /// position is `< pos` (the latest arrival at the nearest position below `pos`).
+    pub fn around<N: TreeNodes + ?Sized>(&self, nodes: &N, pos: u64) -> (Option<u32>, Option<u32>) {
+        let (mut cur, mut up, mut down, mut steps) = (self.root, NIL, NIL, 0u32);
         while cur != NIL {
             debug_assert!(steps <= self.len);
             steps += 1;
             let n = nodes.node(cur);
-            if nodes.key(cur).0 < pos {
-                best = cur;
-                cur = n.right;
-            } else {
+            if nodes.key(cur).0 >= pos {
+                up = cur;
                 cur = n.left;
+            } else {
+                down = cur;
+                cur = n.right;
             }
         }
-        (best != NIL).then_some(best)
+        ((up != NIL).then_some(up), (down != NIL).then_some(down))
     }
 
     /// The entry with the smallest key.
@@ -300,9 +301,10 @@ mod tests {
         assert_eq!(t.ceil(&n, 50), Some(0));
         assert_eq!(t.ceil(&n, 91), None);
         // Latest arrival at the nearest position < pos.
-        assert_eq!(t.floor_below(&n, 50), Some(4));
-        assert_eq!(t.floor_below(&n, 30), Some(5));
-        assert_eq!(t.floor_below(&n, 10), None);
+        assert_eq!(t.around(&n, 50), (Some(0), Some(4)));
+        assert_eq!(t.around(&n, 30), (Some(4), Some(5)));
+        assert_eq!(t.around(&n, 10), (Some(1), None));
+        assert_eq!(t.around(&n, 91), (None, Some(3)));
         assert_eq!(t.first(&n), Some(1));
         t.remove(&mut n, 1);
         t.remove(&mut n, 0);
@@ -342,7 +344,9 @@ mod tests {
                 let ceil = want.iter().find(|k| k.0 >= pos).copied();
                 prop_assert_eq!(t.ceil(&n, pos).map(|id| n.key(id)), ceil);
                 let floor = want.iter().rev().find(|k| k.0 < pos).copied();
-                prop_assert_eq!(t.floor_below(&n, pos).map(|id| n.key(id)), floor);
+                let (up, down) = t.around(&n, pos);
+                prop_assert_eq!(up.map(|id| n.key(id)), ceil);
+                prop_assert_eq!(down.map(|id| n.key(id)), floor);
             }
         }
     }
