@@ -6,10 +6,10 @@
 //! 1. **Aging.** If the oldest queued operation (of any class) has waited `aging_ns` or more,
 //!    it is served. Arrivals come in non-decreasing time, so the oldest operation is the first
 //!    to age and aged operations are served strictly in arrival order (ties: push order),
-//!    before any operation that has not aged. This is the brief's "oldest aged operation of a
-//!    lower class first", extended to the class being served: SSTF and C-LOOK can starve an
-//!    operation inside one class too (a stream of requests near the head), and the same rule
-//!    bounds that.
+//!    before any operation that has not aged. The usual rule promotes aged operations of the
+//!    lower classes only; this one covers the class being served too, because SSTF and
+//!    C-LOOK can starve an operation inside one class as well (a stream of requests near the
+//!    head).
 //! 2. **Priority.** Otherwise the highest non-empty class is served, by the discipline:
 //!    - FCFS: the earliest arrival;
 //!    - SSTF: the smallest `|position - head|`; ties (same distance, or same position) to the
