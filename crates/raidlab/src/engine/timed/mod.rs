@@ -63,9 +63,10 @@ struct Sim<'e> {
     events: EventQueue,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
-    /// Request slot of each disk-operation token.
-    op_slot: Vec<u32>,
-    free_ops: Vec<u32>,
+    /// Request slot of each disk-operation token, per disk (tokens are per disk so each
+    /// device's table stays as small as its own peak of operations).
+    op_slot: Vec<Vec<u32>>,
+    free_ops: Vec<Vec<u32>>,
     plan: Plan,
     acc: Plan,
     evicted: Vec<u64>,
@@ -150,8 +151,8 @@ impl<'e> Sim<'e> {
             events: EventQueue::with_capacity(1024),
             slots: Vec::new(),
             free_slots: Vec::new(),
-            op_slot: Vec::new(),
-            free_ops: Vec::new(),
+            op_slot: vec![Vec::new(); disks],
+            free_ops: vec![Vec::new(); disks],
             plan: Plan::default(),
             acc: Plan::default(),
             evicted: Vec::with_capacity(64),
@@ -447,14 +448,14 @@ impl<'e> Sim<'e> {
                     ),
                 ));
             }
-            let token = match self.free_ops.pop() {
+            let token = match self.free_ops[disk].pop() {
                 Some(t) => {
-                    self.op_slot[t as usize] = slot;
+                    self.op_slot[disk][t as usize] = slot;
                     t
                 }
                 None => {
-                    self.op_slot.push(slot);
-                    (self.op_slot.len() - 1) as u32
+                    self.op_slot[disk].push(slot);
+                    (self.op_slot[disk].len() - 1) as u32
                 }
             };
             dev.submit(now, io, Class::Foreground, token);
@@ -474,8 +475,8 @@ impl<'e> Sim<'e> {
     fn disk_done(&mut self, now: u64, disk: u32, token: u32) -> Result<()> {
         let d = disk as usize;
         self.devices[d].complete(now, token);
-        let slot = self.op_slot[token as usize];
-        self.free_ops.push(token);
+        let slot = self.op_slot[d][token as usize];
+        self.free_ops[d].push(token);
         self.start_disk(now, d);
         let s = &mut self.slots[slot as usize];
         debug_assert!(s.pending > 0);
