@@ -312,7 +312,7 @@ fn experiment(
     let events = root.tables("events")?;
     let timed = match driver {
         Some(driver) => {
-            let (disk, queue) = disk::disk_spec(disk)?;
+            let (disk, queue) = disk::disk_spec(disk, base_dir)?;
             Some(TimedSpec {
                 driver,
                 interval_ns: timing.interval_ns,

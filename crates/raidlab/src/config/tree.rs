@@ -55,6 +55,11 @@ impl<'a> Table<'a> {
         self.map.get(key)
     }
 
+    /// Whether `key` is present (does not count as reading it).
+    pub fn has(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
     /// A sub-table, if present.
     pub fn table(&mut self, key: &'static str) -> Result<Option<Table<'a>>> {
         let path = self.key(key);

@@ -9,6 +9,7 @@
 //! nanoseconds.
 
 pub mod device;
+pub mod files;
 pub mod model;
 pub mod presets;
 pub mod queue;

@@ -12,9 +12,10 @@ pub mod constant;
 pub mod mechanical;
 pub mod seek;
 pub mod ssd;
+mod zones;
 
 pub use constant::ConstantSpec;
-pub use mechanical::MechanicalSpec;
+pub use mechanical::{MechanicalSpec, Zone};
 pub use seek::SeekSpec;
 pub use ssd::SsdSpec;
 
