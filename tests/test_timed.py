@@ -95,6 +95,14 @@ def test_ramp_cli_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[s
         (('service_ms = 2', 'service_ms = 0'), "disk.service_ms"),
         (('service_ms = 2', 'service_ms = -1'), "disk.service_ms"),
         (('mode = "timed"', 'mode = "timed"\ndriver = "closed"\niops = 4'), "run.iops"),
+        (('model = "constant"\nservice_ms = 2', 'preset = "floppy"'), "disk.preset"),
+        (
+            ('model = "constant"\nservice_ms = 2', 'preset = "hp_c3323a"\nzones = [[0, 1000, 120], [900, 2981, 100]]'),
+            "disk.zones[1]",
+        ),
+        (('model = "constant"\nservice_ms = 2', 'preset = "atlas10k"\nrpm = 0'), "disk.rpm"),
+        (('model = "constant"\nservice_ms = 2', 'preset = "atlas10k"\nhead_switch_ms = -0.1'), "disk.head_switch_ms"),
+        (('model = "constant"\nservice_ms = 2', 'preset = "atlas10k"\nchannels = 4'), "disk.channels"),
         (('mode = "timed"', 'mode = "timed"\ndriver = "warp"'), "run.driver"),
     ],
 )
@@ -104,3 +112,30 @@ def test_bad_timed_configs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     text = text.replace(old, new)
     assert main(["run", str(write(tmp_path, text))]) == 2
     assert key in capsys.readouterr().err
+
+
+def test_workload_past_the_disk_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = BASE.replace("space_gib = 1", "space_gib = 20").replace(
+        'model = "constant"\nservice_ms = 2', 'preset = "hp_c3323a"'
+    )
+    assert main(["run", str(write(tmp_path, text))]) == 2
+    err = capsys.readouterr().err
+    assert "disk" in err and "larger drive" in err
+
+
+def test_clook_beats_fcfs_on_mechanical_disks(tmp_path: Path) -> None:
+    """End to end: a closed loop with deep queues on cheetah9lp disks; C-LOOK moves the arm
+    less and serves more than FCFS, and NCQ (shortest positioning time in the drive) more
+    still."""
+    base = BASE.replace('model = "constant"\nservice_ms = 2', 'preset = "cheetah9lp"').replace(
+        "interval_s = 2", 'interval_s = 2\ndriver = "closed"\noutstanding = 64'
+    )
+    rates = {}
+    seeks = {}
+    for name, extra in [("fcfs", 'queue = "fcfs"'), ("clook", 'queue = "clook"'), ("ncq", 'queue = "fcfs"\nncq = 32')]:
+        m = raidlab.run(write(tmp_path, base + extra + "\n")).metrics
+        rates[name] = m["iops"]
+        seeks[name] = sum(m["disk_seek_cylinders_mean"]) / len(m["disk_seek_cylinders_mean"])
+    assert seeks["clook"] < 0.5 * seeks["fcfs"], seeks
+    assert rates["clook"] > 1.1 * rates["fcfs"], rates
+    assert rates["ncq"] > rates["clook"], rates
