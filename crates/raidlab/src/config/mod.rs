@@ -13,20 +13,22 @@
 //! Every error names the key path (`runs[2].cache.policy`) and what was expected.
 
 mod disk;
+mod tables;
 mod timed;
 mod tree;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::array::{ArraySpec, Layout, Level};
+use crate::array::ArraySpec;
 use crate::cache::read::PolicySpec;
 use crate::error::{Error, Result};
-use crate::workload::{Format, OpsFilter, SourceSpec, SynthSpec, WorkloadSpec};
+use crate::workload::WorkloadSpec;
+use tables::{array_spec, cache_spec, workload_spec};
 pub use timed::{Action, Arrivals, ControllerSpec, Driver, Event, TimedSpec};
 pub use tree::merge;
-use tree::{describe, quoted, Table};
+use tree::{describe, Table};
 
 /// How the cache counts its contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,7 +295,12 @@ fn experiment(
     // `report` describes how `raidlab reproduce` presents them.
     root.table("tags")?;
     root.table("report")?;
-    let (mode, seed, driver, timing) = timed::run_table(root.table("run")?)?;
+    let (seed, run_timed) = timed::run_table(root.table("run")?)?;
+    let mode = if run_timed.is_some() {
+        Mode::Timed
+    } else {
+        Mode::Count
+    };
     let run = RunSpec { mode, seed };
     let workload = match root.table("workload")? {
         Some(t) => workload_spec(t, base_dir, run.seed)?,
@@ -307,52 +314,16 @@ fn experiment(
         .table("array")?
         .map(|t| array_spec(t, workload.block_size))
         .transpose()?;
-    let controller = root.table("controller")?;
-    let disk = root.table("disk")?;
-    let events = root.tables("events")?;
-    let timed = match driver {
-        Some(driver) => {
-            let (disk, queue) = disk::disk_spec(disk, base_dir)?;
-            Some(TimedSpec {
-                driver,
-                interval_ns: timing.interval_ns,
-                duration_ns: timing.duration_ns,
-                outstanding_max: timing.outstanding_max,
-                controller: timed::controller_table(controller)?,
-                disk,
-                queue,
-                events: timed::events_list(events, array.as_ref())?,
-            })
-        }
-        None => {
-            for (present, key) in [
-                (controller.is_some(), "controller"),
-                (disk.is_some(), "disk"),
-                (events.is_some(), "events"),
-            ] {
-                if present {
-                    return Err(Error::config(key, "only applies to run.mode = \"timed\""));
-                }
-            }
-            None
-        }
-    };
+    let timed = timed::timed_spec(
+        run_timed,
+        root.table("controller")?,
+        root.table("disk")?,
+        root.tables("events")?,
+        &workload,
+        array.as_ref(),
+        base_dir,
+    )?;
     root.finish()?;
-    if let Some(TimedSpec {
-        driver: Driver::Open {
-            arrivals: Arrivals::Trace { .. },
-        },
-        ..
-    }) = &timed
-    {
-        if workload.source.lacks_timestamps() {
-            return Err(Error::config(
-                "run.driver",
-                "the workload has no arrival times, so an open loop at trace times would issue \
-                 every request at once; set run.iops (Poisson arrivals) or use driver = \"closed\"",
-            ));
-        }
-    }
     if timed.is_some() && cache.unit == Unit::Object {
         return Err(Error::config(
             "cache.unit",
@@ -394,229 +365,6 @@ fn experiment(
         run,
         timed,
         tree: tree.clone(),
-    })
-}
-
-fn workload_spec(mut t: Table<'_>, base_dir: Option<&Path>, seed: u64) -> Result<WorkloadSpec> {
-    let block_size = t.uint("block_size", 512, 1 << 30)?.unwrap_or(4096);
-    if !block_size.is_power_of_two() {
-        return Err(Error::config(
-            t.key("block_size"),
-            format!("expected a power of two >= 512, got {block_size}"),
-        ));
-    }
-    let ops = match t.choice("ops", &["reads", "all"])? {
-        None | Some("reads") => OpsFilter::Reads,
-        Some(_) => OpsFilter::All,
-    };
-    let limit = t.uint("limit", 1, u64::MAX)?;
-    let device = t.uint("device", 0, u64::MAX)?;
-    let split = t.bool("split")?.unwrap_or(true);
-    let trace = t.str("trace")?;
-    let format_key = t.key("format");
-    let format = t.str("format")?;
-    let synth = t.table("synthetic")?;
-    let source = match (trace, synth) {
-        (Some(path), None) => {
-            let format = match format {
-                None => Format::Auto,
-                Some(name) => Format::from_name(name).ok_or_else(|| {
-                    Error::config(
-                        format_key,
-                        format!("expected one of {}, got {name:?}", quoted(Format::NAMES)),
-                    )
-                })?,
-            };
-            let path = PathBuf::from(path);
-            let path = match base_dir {
-                Some(dir) if path.is_relative() => dir.join(path),
-                _ => path,
-            };
-            SourceSpec::Trace { path, format }
-        }
-        (None, Some(s)) => {
-            if format.is_some() {
-                return Err(Error::config(format_key, "only applies to `trace`"));
-            }
-            SourceSpec::Synthetic(synth_spec(s, seed)?)
-        }
-        (Some(_), Some(_)) => {
-            return Err(Error::config(
-                t.key("synthetic"),
-                "give either `trace` or `[workload.synthetic]`, not both",
-            ))
-        }
-        (None, None) => {
-            return Err(Error::config(
-                t.key("trace"),
-                "missing; expected a trace path or a [workload.synthetic] table",
-            ))
-        }
-    };
-    t.finish()?;
-    Ok(WorkloadSpec {
-        source,
-        ops,
-        limit,
-        block_size: block_size as u32,
-        device,
-        split,
-    })
-}
-
-fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
-    const REQUESTS_MAX: u64 = 1 << 40;
-    let kind_key = t.key("kind");
-    let kind = t.choice("kind", &["zipf", "uniform", "websearch"])?;
-    let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(run_seed);
-    let spec = match kind {
-        Some("zipf") => SynthSpec::Zipf {
-            keys: t.uint("keys", 1, 1 << 40)?.unwrap_or(1_000_000),
-            alpha: t.float("alpha", 0.0, 10.0)?.unwrap_or(0.9),
-            requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(10_000_000),
-            seed,
-        },
-        Some("uniform") => SynthSpec::Uniform {
-            keys: t.uint("keys", 1, 1 << 40)?.unwrap_or(1_000_000),
-            requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(10_000_000),
-            seed,
-        },
-        Some("websearch") => {
-            // 60 GB: the span of SPC-1-web as the VDF paper gives it.
-            let space_gib = t.float("space_gib", 0.001, 1e6)?.unwrap_or(60.0);
-            let mean_ms = t.float("mean_interarrival_ms", 1e-6, 1e9)?.unwrap_or(3.7);
-            SynthSpec::WebSearch {
-                space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
-                requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(1_000_000),
-                mean_interarrival_ns: (mean_ms * 1e6).round().max(1.0) as u64,
-                seed,
-            }
-        }
-        _ => {
-            return Err(Error::config(
-                kind_key,
-                "missing; expected one of \"zipf\", \"uniform\", \"websearch\"",
-            ))
-        }
-    };
-    t.finish()?;
-    Ok(spec)
-}
-
-fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
-    let policy_key = t.key("policy");
-    let name = t
-        .str("policy")?
-        .ok_or_else(|| Error::config(&policy_key, "missing; expected a policy name"))?;
-    let mut policy = PolicySpec::from_name(name).ok_or_else(|| {
-        Error::config(
-            &policy_key,
-            format!(
-                "expected one of {}, got {name:?}",
-                quoted(PolicySpec::NAMES)
-            ),
-        )
-    })?;
-    if let Some(mut mq) = t.table("mq")? {
-        let PolicySpec::Mq {
-            queues,
-            lifetime,
-            history_factor,
-        } = &mut policy
-        else {
-            return Err(Error::config(mq.key(""), "only applies to policy = \"mq\""));
-        };
-        *queues = mq.uint("queues", 1, 32)?.unwrap_or(*queues as u64) as u32;
-        *lifetime = mq.uint("lifetime", 1, u64::MAX)?.unwrap_or(*lifetime);
-        *history_factor = mq
-            .uint("history_factor", 0, 64)?
-            .unwrap_or(*history_factor as u64) as u32;
-        mq.finish()?;
-    }
-    if let Some(mut q) = t.table("twoq")? {
-        let PolicySpec::TwoQ { kin, kout } = &mut policy else {
-            return Err(Error::config(q.key(""), "only applies to policy = \"2q\""));
-        };
-        *kin = q.float("kin", 0.01, 0.99)?.unwrap_or(*kin);
-        *kout = q.float("kout", 0.0, 16.0)?.unwrap_or(*kout);
-        q.finish()?;
-    }
-    let unit = match t.choice("unit", &["block", "object"])? {
-        None | Some("block") => Unit::Block,
-        Some(_) => Unit::Object,
-    };
-    let blocks = t.uint("capacity_blocks", 1, 1 << 40)?;
-    let bytes = t.uint("capacity_bytes", 1, 1 << 60)?;
-    let fraction = t.float("capacity_fraction", 1e-9, 1.0)?;
-    let capacity = match (unit, blocks, bytes, fraction) {
-        (Unit::Block, Some(b), None, None) => Capacity::Units(b),
-        (Unit::Block, None, None, Some(f)) => Capacity::FootprintFraction(f),
-        (Unit::Object, None, Some(b), None) => Capacity::Units(b),
-        (Unit::Block, ..) => return Err(Error::config(
-            t.key("capacity_blocks"),
-            "expected exactly one of capacity_blocks or capacity_fraction with unit = \"block\"",
-        )),
-        (Unit::Object, ..) => {
-            return Err(Error::config(
-                t.key("capacity_bytes"),
-                "expected capacity_bytes (and no other capacity) with unit = \"object\"",
-            ))
-        }
-    };
-    let writes = match t.choice("writes", &["ignore", "invalidate", "access"])? {
-        None | Some("ignore") => Writes::Ignore,
-        Some("invalidate") => Writes::Invalidate,
-        Some(_) => Writes::Access,
-    };
-    t.finish()?;
-    Ok(CacheSpec {
-        policy,
-        unit,
-        capacity,
-        writes,
-    })
-}
-
-fn array_spec(mut t: Table<'_>, block_size: u32) -> Result<ArraySpec> {
-    let level_key = t.key("level");
-    let level = match t.str("level")? {
-        None => Level::Raid5,
-        Some(name) => Level::from_name(name).ok_or_else(|| {
-            Error::config(
-                &level_key,
-                format!("expected one of {}, got {name:?}", quoted(Level::NAMES)),
-            )
-        })?,
-    };
-    let layout_key = t.key("layout");
-    let layout = match t.str("layout")? {
-        None => Layout::LeftSymmetric,
-        Some(name) => Layout::from_name(name).ok_or_else(|| {
-            Error::config(
-                &layout_key,
-                format!("expected one of {}, got {name:?}", quoted(Layout::NAMES)),
-            )
-        })?,
-    };
-    let disks_key = t.key("disks");
-    let disks = t
-        .uint("disks", 1, 1024)?
-        .ok_or_else(|| Error::config(disks_key, "missing; expected the number of disks"))?;
-    let stripe_unit_bytes = t.uint("stripe_unit", 1, 1 << 34)?.unwrap_or(65536);
-    let failed = t
-        .uint_list("failed", u32::MAX as u64)?
-        .unwrap_or_default()
-        .into_iter()
-        .map(|d| d as u32)
-        .collect();
-    t.finish()?;
-    Ok(ArraySpec {
-        level,
-        disks: disks as u32,
-        stripe_unit_bytes,
-        layout,
-        failed,
-        block_size,
     })
 }
 

@@ -1,6 +1,8 @@
 //! Worked examples of config parsing and of every kind of config error.
 
 use super::*;
+use crate::array::Layout;
+use crate::workload::{OpsFilter, SourceSpec, SynthSpec};
 
 fn parse(text: &str) -> Result<Vec<Experiment>> {
     from_toml(text, "exp.toml", None)

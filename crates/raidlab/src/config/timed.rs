@@ -1,11 +1,13 @@
 //! The parts of a config that only timed mode reads: the `[run]` driver keys, `[controller]`,
 //! `[disk]` (parsed in `disk.rs`) and `[[events]]`.
 
+use std::path::Path;
+
 use super::tree::{quoted, Table};
-use super::Mode;
 use crate::array::{Array, ArraySpec};
 use crate::disk::{ms_to_ns, DiskSpec, QueueSpec};
 use crate::error::{Error, Result};
+use crate::workload::WorkloadSpec;
 
 /// How requests are offered to the array.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,19 +76,59 @@ pub struct TimedSpec {
     pub events: Vec<Event>,
 }
 
-/// `[run]`: the mode, the seed and (timed mode) the driver.
-pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(Mode, u64, Option<Driver>, Timing)> {
-    let mut timing = Timing::default();
+/// Keys of `[run]` that only timed mode reads, with the driver each belongs to (`None`: every
+/// driver).
+const TIMED_RUN_KEYS: &[(&str, Option<&str>)] = &[
+    ("driver", None),
+    ("interval_s", None),
+    ("duration_s", None),
+    ("outstanding_max", None),
+    ("time_scale", Some("open")),
+    ("iops", Some("open")),
+    ("outstanding", Some("closed")),
+    ("think_ms", Some("closed")),
+    ("levels_iops", Some("ramp")),
+    ("level_s", Some("ramp")),
+    ("warmup_s", Some("ramp")),
+];
+
+/// `[run]` keys of timed mode: the driver and the run's timing.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct RunTimed {
+    pub driver: Driver,
+    pub interval_ns: u64,
+    pub duration_ns: Option<u64>,
+    pub outstanding_max: u32,
+}
+
+/// `[run]`: the seed and, in timed mode, the driver and timing (`None` in counting mode).
+pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, Option<RunTimed>)> {
     let Some(mut t) = t else {
-        return Ok((Mode::Count, 1, None, timing));
+        return Ok((1, None));
     };
-    let mode = match t.choice("mode", &["count", "timed"])? {
-        None | Some("count") => Mode::Count,
-        Some(_) => Mode::Timed,
-    };
+    let timed = t.choice("mode", &["count", "timed"])? == Some("timed");
     let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(1);
-    let driver_key = t.key("driver");
-    let driver_name = t.choice("driver", &["open", "closed", "ramp"])?;
+    let driver_name = t
+        .choice("driver", &["open", "closed", "ramp"])?
+        .unwrap_or("open");
+    // A key of another mode or driver is a mistake worth naming, not a silent no-op.
+    for &(key, owner) in TIMED_RUN_KEYS {
+        if !t.has(key) {
+            continue;
+        }
+        if !timed {
+            return Err(Error::config(
+                t.key(key),
+                "only applies to run.mode = \"timed\"",
+            ));
+        }
+        if let Some(owner) = owner.filter(|&o| o != driver_name) {
+            return Err(Error::config(
+                t.key(key),
+                format!("only applies to driver = \"{owner}\""),
+            ));
+        }
+    }
     let time_scale = t.float("time_scale", 1e-9, 1e9)?;
     let iops = t.float("iops", 1e-6, 1e9)?;
     let outstanding = t.uint("outstanding", 1, 1 << 20)?;
@@ -97,127 +139,98 @@ pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(Mode, u64, Option<Drive
     let interval_s = t.float("interval_s", 1e-6, 1e9)?;
     let duration_s = t.float("duration_s", 1e-9, 1e9)?;
     let outstanding_max = t.uint("outstanding_max", 1, u32::MAX as u64)?;
-    let keys_of = |names: &[&str]| names.iter().map(|k| t.key(k)).collect::<Vec<_>>();
-    let only = |present: bool, key: &str, what: &str| -> Result<()> {
-        if present {
-            Err(Error::config(key, format!("only applies to {what}")))
-        } else {
-            Ok(())
-        }
-    };
-    let k = keys_of(&[
-        "time_scale",
-        "iops",
-        "outstanding",
-        "think_ms",
-        "levels_iops",
-        "level_s",
-        "warmup_s",
-    ]);
-    if mode == Mode::Count {
-        let timed = [
-            (driver_name.is_some(), &driver_key),
-            (time_scale.is_some(), &k[0]),
-            (iops.is_some(), &k[1]),
-            (outstanding.is_some(), &k[2]),
-            (think_ms.is_some(), &k[3]),
-            (levels.is_some(), &k[4]),
-            (level_s.is_some(), &k[5]),
-            (warmup_s.is_some(), &k[6]),
-            (interval_s.is_some(), &t.key("interval_s")),
-            (duration_s.is_some(), &t.key("duration_s")),
-            (outstanding_max.is_some(), &t.key("outstanding_max")),
-        ];
-        for (present, key) in timed {
-            only(present, key, "run.mode = \"timed\"")?;
-        }
-        t.finish()?;
-        return Ok((mode, seed, None, timing));
-    }
-    let driver = match driver_name.unwrap_or("open") {
-        "open" => {
-            only(outstanding.is_some(), &k[2], "driver = \"closed\"")?;
-            only(think_ms.is_some(), &k[3], "driver = \"closed\"")?;
-            only(levels.is_some(), &k[4], "driver = \"ramp\"")?;
-            only(level_s.is_some(), &k[5], "driver = \"ramp\"")?;
-            only(warmup_s.is_some(), &k[6], "driver = \"ramp\"")?;
-            let arrivals = match (time_scale, iops) {
+    let driver = match driver_name {
+        "open" => Driver::Open {
+            arrivals: match (time_scale, iops) {
                 (Some(_), Some(_)) => return Err(Error::config(
-                    &k[1],
+                    t.key("iops"),
                     "give `time_scale` (trace timestamps) or `iops` (Poisson arrivals), not both",
                 )),
                 (_, Some(iops)) => Arrivals::Poisson { iops },
                 (scale, None) => Arrivals::Trace {
                     time_scale: scale.unwrap_or(1.0),
                 },
-            };
-            Driver::Open { arrivals }
-        }
-        "closed" => {
-            for (present, key) in [(time_scale.is_some(), &k[0]), (iops.is_some(), &k[1])] {
-                only(present, key, "driver = \"open\"")?;
-            }
-            for (present, key) in [
-                (levels.is_some(), &k[4]),
-                (level_s.is_some(), &k[5]),
-                (warmup_s.is_some(), &k[6]),
-            ] {
-                only(present, key, "driver = \"ramp\"")?;
-            }
-            Driver::Closed {
-                outstanding: outstanding.unwrap_or(16) as u32,
-                think_ns: ms_to_ns(think_ms.unwrap_or(0.0)),
-            }
-        }
-        _ => {
-            for (present, key) in [(time_scale.is_some(), &k[0]), (iops.is_some(), &k[1])] {
-                only(present, key, "driver = \"open\"")?;
-            }
-            only(outstanding.is_some(), &k[2], "driver = \"closed\"")?;
-            only(think_ms.is_some(), &k[3], "driver = \"closed\"")?;
-            let levels_iops = match levels {
+            },
+        },
+        "closed" => Driver::Closed {
+            outstanding: outstanding.unwrap_or(16) as u32,
+            think_ns: ms_to_ns(think_ms.unwrap_or(0.0)),
+        },
+        _ => Driver::Ramp {
+            levels_iops: match levels {
                 Some(l) if !l.is_empty() => l,
                 _ => {
                     return Err(Error::config(
-                        &k[4],
+                        t.key("levels_iops"),
                         "missing; expected a non-empty list of target IOPS",
                     ))
                 }
-            };
-            Driver::Ramp {
-                levels_iops,
-                level_ns: ms_to_ns(level_s.unwrap_or(60.0) * 1e3),
-                warmup_ns: ms_to_ns(warmup_s.unwrap_or(10.0) * 1e3),
+            },
+            level_ns: ms_to_ns(level_s.unwrap_or(60.0) * 1e3),
+            warmup_ns: ms_to_ns(warmup_s.unwrap_or(10.0) * 1e3),
+        },
+    };
+    t.finish()?;
+    let run = RunTimed {
+        driver,
+        interval_ns: ms_to_ns(interval_s.unwrap_or(1.0) * 1e3).max(1),
+        duration_ns: duration_s.map(|s| ms_to_ns(s * 1e3).max(1)),
+        outstanding_max: outstanding_max.map_or(1 << 20, |n| n as u32),
+    };
+    Ok((seed, timed.then_some(run)))
+}
+
+/// The timed-mode part of a run from its `[run]` keys and the `[controller]`, `[disk]` and
+/// `[[events]]` tables; `None` in counting mode, where those tables are errors.
+pub(super) fn timed_spec(
+    run: Option<RunTimed>,
+    controller: Option<Table<'_>>,
+    disk: Option<Table<'_>>,
+    events: Option<Vec<Table<'_>>>,
+    workload: &WorkloadSpec,
+    array: Option<&ArraySpec>,
+    base_dir: Option<&Path>,
+) -> Result<Option<TimedSpec>> {
+    let Some(run) = run else {
+        for (present, key) in [
+            (controller.is_some(), "controller"),
+            (disk.is_some(), "disk"),
+            (events.is_some(), "events"),
+        ] {
+            if present {
+                return Err(Error::config(key, "only applies to run.mode = \"timed\""));
             }
         }
+        return Ok(None);
     };
-    timing.interval_ns = ms_to_ns(interval_s.unwrap_or(1.0) * 1e3).max(1);
-    timing.duration_ns = duration_s.map(|s| ms_to_ns(s * 1e3).max(1));
-    timing.outstanding_max = outstanding_max.map_or(1 << 20, |n| n as u32);
-    t.finish()?;
-    Ok((mode, seed, Some(driver), timing))
-}
-
-/// `[run]` keys of timed mode that are not the driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Timing {
-    pub interval_ns: u64,
-    pub duration_ns: Option<u64>,
-    pub outstanding_max: u32,
-}
-
-impl Default for Timing {
-    fn default() -> Self {
-        Timing {
-            interval_ns: 1_000_000_000,
-            duration_ns: None,
-            outstanding_max: 1 << 20,
+    let trace_times = matches!(
+        run.driver,
+        Driver::Open {
+            arrivals: Arrivals::Trace { .. }
         }
+    );
+    if trace_times && workload.source.lacks_timestamps() {
+        return Err(Error::config(
+            "run.driver",
+            "the workload has no arrival times, so an open loop at trace times would issue \
+             every request at once; set run.iops (Poisson arrivals) or use driver = \"closed\"",
+        ));
     }
+    let (disk, queue) = super::disk::disk_spec(disk, base_dir)?;
+    Ok(Some(TimedSpec {
+        driver: run.driver,
+        interval_ns: run.interval_ns,
+        duration_ns: run.duration_ns,
+        outstanding_max: run.outstanding_max,
+        controller: controller_table(controller)?,
+        disk,
+        queue,
+        events: events_list(events, array)?,
+    }))
 }
 
 /// `[controller]`.
-pub(super) fn controller_table(t: Option<Table<'_>>) -> Result<ControllerSpec> {
+fn controller_table(t: Option<Table<'_>>) -> Result<ControllerSpec> {
     let mut spec = ControllerSpec {
         hit_ns: 200_000,
         miss_ns: 0,
@@ -236,10 +249,7 @@ pub(super) fn controller_table(t: Option<Table<'_>>) -> Result<ControllerSpec> {
 
 /// `[[events]]`, checked against the array: times must not decrease, and every failure must
 /// name a disk the array has and can lose at that point.
-pub(super) fn events_list(
-    list: Option<Vec<Table<'_>>>,
-    array: Option<&ArraySpec>,
-) -> Result<Vec<Event>> {
+fn events_list(list: Option<Vec<Table<'_>>>, array: Option<&ArraySpec>) -> Result<Vec<Event>> {
     let Some(list) = list else {
         return Ok(Vec::new());
     };
