@@ -115,22 +115,7 @@ impl ReadPolicy for Clock {
         }
     }
 
-    #[inline]
-    fn contains(&self, key: u64) -> bool {
-        self.slab.find(key).is_some()
-    }
-
-    fn len(&self) -> usize {
-        self.slab.len()
-    }
-
-    fn used(&self) -> u64 {
-        self.used
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
+    slab_policy_accessors!();
 
     fn metadata_bytes(&self) -> usize {
         self.slab.heap_bytes()

@@ -42,6 +42,30 @@ macro_rules! impl_slot {
     };
 }
 
+/// The `ReadPolicy` accessors that every policy keeping its entries in one `slab` with
+/// `used` and `capacity` counters spells the same way: `contains`, `len`, `used`,
+/// `capacity`. Expands inside the `impl ReadPolicy` block.
+macro_rules! slab_policy_accessors {
+    () => {
+        #[inline]
+        fn contains(&self, key: u64) -> bool {
+            self.slab.find(key).is_some()
+        }
+
+        fn len(&self) -> usize {
+            self.slab.len()
+        }
+
+        fn used(&self) -> u64 {
+            self.used
+        }
+
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+    };
+}
+
 impl<E: Slot> Nodes for [E] {
     #[inline]
     fn link(&self, id: u32) -> Link {
