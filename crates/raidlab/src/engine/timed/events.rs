@@ -6,14 +6,14 @@
 //! layout. Both parts live in one `u128` key (`time << 64 | seq`), so a comparison is one
 //! integer compare.
 //!
-//! Payloads are two `u32`s and a kind stored inline in the entry, so there is nothing to pool:
+//! Payloads (a kind and two `u32`s) are stored inline in the entry, so there is nothing to pool:
 //! the heap's vector grows to the largest number of pending events and never allocates again.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// What happens when an event fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     /// The driver issues its next request (open-loop arrival, closed-loop think time over).
     Arrival,
@@ -35,8 +35,8 @@ pub struct Event {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Entry {
     key: u128,
-    /// (kind, a, b). Keys are unique, so the payload never decides the order.
-    payload: (u8, u32, u32),
+    /// Keys are unique, so the payload never decides the order.
+    payload: (Kind, u32, u32),
 }
 
 /// Pending events.
@@ -59,14 +59,9 @@ impl EventQueue {
     pub fn push(&mut self, time_ns: u64, kind: Kind, a: u32, b: u32) {
         let key = (u128::from(time_ns) << 64) | u128::from(self.seq);
         self.seq += 1;
-        let k = match kind {
-            Kind::Arrival => 0,
-            Kind::DiskDone => 1,
-            Kind::RequestDone => 2,
-        };
         self.heap.push(Reverse(Entry {
             key,
-            payload: (k, a, b),
+            payload: (kind, a, b),
         }));
     }
 
@@ -80,12 +75,7 @@ impl EventQueue {
     #[inline]
     pub fn pop(&mut self) -> Option<Event> {
         let Reverse(e) = self.heap.pop()?;
-        let (k, a, b) = e.payload;
-        let kind = match k {
-            0 => Kind::Arrival,
-            1 => Kind::DiskDone,
-            _ => Kind::RequestDone,
-        };
+        let (kind, a, b) = e.payload;
         Some(Event {
             time_ns: (e.key >> 64) as u64,
             kind,

@@ -59,6 +59,8 @@ struct Sim<'e> {
     policy: Box<dyn ReadPolicy>,
     array: Option<Array>,
     devices: Vec<Device>,
+    /// Each device's capacity, read once (every operation is checked against it).
+    capacity_sectors: Vec<u64>,
     sectors_per_block: u64,
     events: EventQueue,
     slots: Vec<Slot>,
@@ -147,6 +149,10 @@ impl<'e> Sim<'e> {
             array,
             sectors_per_block: u64::from(exp.workload.block_size) / SECTOR_BYTES,
             sampler: Sampler::new(spec.interval_ns, disks),
+            capacity_sectors: devices
+                .iter()
+                .map(|d| d.model().capacity_sectors())
+                .collect(),
             devices,
             events: EventQueue::with_capacity(1024),
             slots: Vec::new(),
@@ -344,15 +350,7 @@ impl<'e> Sim<'e> {
             // Write-through: the planner's reads join the read phase, its writes wait.
             match &self.array {
                 Some(a) => a.plan_write(first, count, &mut self.plan),
-                None => {
-                    self.plan.ops.clear();
-                    self.plan.ops.push(DiskOp {
-                        disk: 0,
-                        op: Op::Write,
-                        block: first,
-                        count: u32::try_from(count).unwrap_or(u32::MAX),
-                    });
-                }
+                None => single_disk(&mut self.plan, Op::Write, first, count),
             }
             tally(&self.plan, &mut self.m.count);
             let s = &mut self.slots[slot as usize];
@@ -403,15 +401,7 @@ impl<'e> Sim<'e> {
             if is_read {
                 match &self.array {
                     Some(a) => a.plan_read(lba, &mut self.plan),
-                    None => {
-                        self.plan.ops.clear();
-                        self.plan.ops.push(DiskOp {
-                            disk: 0,
-                            op: Op::Read,
-                            block: lba,
-                            count: 1,
-                        });
-                    }
+                    None => single_disk(&mut self.plan, Op::Read, lba, 1),
                 }
                 m.miss_disk_blocks += tally(&self.plan, m);
                 self.acc.ops.extend_from_slice(&self.plan.ops);
@@ -434,8 +424,7 @@ impl<'e> Sim<'e> {
                 sector: op.block * self.sectors_per_block,
                 sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
             };
-            let dev = &mut self.devices[disk];
-            let capacity = dev.model().capacity_sectors();
+            let capacity = self.capacity_sectors[disk];
             if io.sector + u64::from(io.sectors) > capacity {
                 return Err(Error::config(
                     "disk",
@@ -458,7 +447,7 @@ impl<'e> Sim<'e> {
                     (self.op_slot[disk].len() - 1) as u32
                 }
             };
-            dev.submit(now, io, Class::Foreground, token);
+            self.devices[disk].submit(now, io, Class::Foreground, token);
             self.start_disk(now, disk);
         }
         Ok(())
@@ -572,4 +561,15 @@ impl<'e> Sim<'e> {
         debug_assert_eq!(self.outstanding, 0);
         self.m
     }
+}
+
+/// The plan without an `[array]`: one device whose block `b` is logical block `b`.
+fn single_disk(plan: &mut Plan, op: Op, block: u64, count: u64) {
+    plan.ops.clear();
+    plan.ops.push(DiskOp {
+        disk: 0,
+        op,
+        block,
+        count: u32::try_from(count).unwrap_or(u32::MAX),
+    });
 }
