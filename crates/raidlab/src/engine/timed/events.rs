@@ -65,12 +65,6 @@ impl EventQueue {
         }));
     }
 
-    /// The earliest event's time, if any.
-    #[inline]
-    pub fn peek_time(&self) -> Option<u64> {
-        self.heap.peek().map(|Reverse(e)| (e.key >> 64) as u64)
-    }
-
     /// Remove and return the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<Event> {

@@ -105,12 +105,13 @@ pub fn run(
     let started = Instant::now();
     let mut sim = Sim::new(exp, spec, pre)?;
     sim.start()?;
-    while let Some(t) = sim.events.peek_time() {
-        sim.advance_to(t)?;
-        let e = sim.events.pop().expect("peeked");
+    while let Some(e) = sim.events.pop() {
+        // Closing intervals and applying config events push no engine events, so doing it
+        // after the pop sees the same queue.
+        sim.advance_to(e.time_ns)?;
         sim.m.events += 1;
         match e.kind {
-            Kind::Arrival => sim.arrival(e.time_ns, e.a)?,
+            Kind::Arrival => sim.arrival(e.time_ns)?,
             Kind::DiskDone => sim.disk_done(e.time_ns, e.a, e.b)?,
             Kind::RequestDone => sim.finish(e.time_ns, e.a)?,
         }
@@ -249,7 +250,7 @@ impl<'e> Sim<'e> {
     }
 
     /// An arrival event: the open loop's scheduled request, or a closed-loop thread's next.
-    fn arrival(&mut self, now: u64, _a: u32) -> Result<()> {
+    fn arrival(&mut self, now: u64) -> Result<()> {
         match self.spec.driver {
             Driver::Closed { .. } => {
                 self.issue_next(now)?;

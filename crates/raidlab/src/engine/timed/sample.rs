@@ -50,12 +50,16 @@ impl Sampler {
         self.levels = levels;
     }
 
+    /// The ramp level whose measured window contains `now`, if any.
+    fn measured_level(&self, now: u64) -> Option<usize> {
+        self.levels
+            .iter()
+            .position(|(_, lv)| lv.measure_ns <= now && now < lv.end_ns)
+    }
+
     /// The ramp level whose measured window contains `now`, if any; counts the arrival.
     pub fn level_of(&mut self, now: u64) -> Option<u32> {
-        let i = self
-            .levels
-            .iter()
-            .position(|(_, lv)| lv.measure_ns <= now && now < lv.end_ns)?;
+        let i = self.measured_level(now)?;
         self.level_stats[i].arrived += 1;
         Some(i as u32)
     }
@@ -91,11 +95,7 @@ impl Sampler {
         if let Some(l) = level {
             self.level_stats[l as usize].latency.record(latency_ns);
         }
-        if let Some(i) = self
-            .levels
-            .iter()
-            .position(|(_, lv)| lv.measure_ns <= now && now < lv.end_ns)
-        {
+        if let Some(i) = self.measured_level(now) {
             self.level_stats[i].completed_in_window += 1;
         }
     }
