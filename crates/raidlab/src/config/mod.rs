@@ -115,7 +115,7 @@ pub fn from_toml(text: &str, file: &str, base_dir: Option<&Path>) -> Result<Vec<
 }
 
 /// TOML text as a config tree; syntax errors name `file` and the line.
-pub(crate) fn toml_value(text: &str, file: &str) -> Result<Value> {
+pub fn toml_value(text: &str, file: &str) -> Result<Value> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let line = e
             .span()

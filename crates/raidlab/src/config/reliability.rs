@@ -12,11 +12,30 @@ use crate::error::{Error, Result};
 use crate::reliability::compare::WRITE_SIZES_MAX;
 use crate::reliability::Inputs;
 
-/// Largest time or size the model accepts: far beyond any real part, small enough that the
-/// products in the equations stay finite.
+/// Largest time, size or price the model accepts: far beyond any real part, small enough that
+/// the products in the equations stay finite.
 const BIG: f64 = 1e12;
 /// Smallest positive time or size (a zero would divide by zero).
 const TINY: f64 = 1e-9;
+
+/// An optional number in `[TINY, BIG]` (`[0, BIG]` with `zero_ok`), with a message that says
+/// "> 0" rather than printing the bounds.
+fn number(t: &mut Table<'_>, key: &'static str, zero_ok: bool) -> Result<Option<f64>> {
+    let path = t.key(key);
+    let Some(v) = t.float(key, f64::MIN, f64::MAX)? else {
+        return Ok(None);
+    };
+    let low_ok = if zero_ok { v >= 0.0 } else { v >= TINY };
+    if low_ok && v <= BIG {
+        Ok(Some(v))
+    } else {
+        let bound = if zero_ok { ">= 0" } else { "> 0" };
+        Err(Error::config(
+            path,
+            format!("expected a number {bound} and at most 1e12, got {v}"),
+        ))
+    }
+}
 
 /// Parse a TOML reliability config; `file` names it in syntax errors.
 pub fn reliability_from_toml(text: &str, file: &str) -> Result<Inputs> {
@@ -48,7 +67,7 @@ fn inputs(mut t: Table<'_>) -> Result<Inputs> {
         ("mtthf_h", &mut r.mtthf_h),
         ("module_mb", &mut r.module_mb),
     ] {
-        if let Some(v) = t.float(key, TINY, BIG)? {
+        if let Some(v) = number(&mut t, key, false)? {
             *field = v;
         }
     }
@@ -59,28 +78,38 @@ fn inputs(mut t: Table<'_>) -> Result<Inputs> {
         ("disk_usd_per_mb", &mut c.disk_usd_per_mb),
         ("cache_disk_usd", &mut c.cache_disk_usd),
     ] {
-        if let Some(v) = t.float(key, 0.0, BIG)? {
+        if let Some(v) = number(&mut t, key, true)? {
             *field = v;
         }
     }
-    if let Some(v) = t.float("cache_disk_mb", TINY, BIG)? {
+    if let Some(v) = number(&mut t, "cache_disk_mb", false)? {
         c.cache_disk_mb = v;
     }
     if let Some(v) = t.bool("dedicated_cache_disk")? {
         c.dedicated_cache_disk = v;
     }
-    if let Some(v) = t.float("read_cache_mb", 0.0, BIG)? {
+    if let Some(v) = number(&mut t, "read_cache_mb", true)? {
         out.read_cache_mb = v;
     }
-    if let Some(v) = t.float("backup_nvram_mb", TINY, BIG)? {
+    if let Some(v) = number(&mut t, "backup_nvram_mb", false)? {
         out.backup_nvram_mb = v;
     }
     let sizes_key = t.key("write_cache_mb");
-    if let Some(v) = t.float_list("write_cache_mb", TINY, BIG)? {
+    if let Some(v) = t.float_list("write_cache_mb", f64::MIN, f64::MAX)? {
         if v.is_empty() || v.len() > WRITE_SIZES_MAX {
             return Err(Error::config(
                 sizes_key,
                 format!("expected 1 to {WRITE_SIZES_MAX} sizes, got {}", v.len()),
+            ));
+        }
+        if let Some((i, x)) = v
+            .iter()
+            .enumerate()
+            .find(|(_, &x)| !(TINY..=BIG).contains(&x))
+        {
+            return Err(Error::config(
+                format!("{sizes_key}[{i}]"),
+                format!("expected a size > 0 and at most 1e12 MB, got {x}"),
             ));
         }
         out.write_cache_mb = v;
@@ -127,6 +156,11 @@ mod tests {
             "reliability.mttf_nvram_h"
         );
         assert_eq!(key_of("[reliability]\nmttr_h = 0"), "reliability.mttr_h");
+        let e = reliability_from_toml("[reliability]\nmttf_disk_h = -1e6", "r.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "config key `reliability.mttf_disk_h`: expected a number > 0 and at most 1e12, got -1000000"
+        );
         assert_eq!(
             key_of("[reliability]\nwrite_cache_mb = [16, 0]"),
             "reliability.write_cache_mb[1]"
