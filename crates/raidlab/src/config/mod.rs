@@ -12,6 +12,7 @@
 //!
 //! Every error names the key path (`runs[2].cache.policy`) and what was expected.
 
+mod bursty;
 mod disk;
 mod reliability;
 mod tables;

@@ -84,7 +84,7 @@ pub(super) fn workload_spec(
 fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
     const REQUESTS_MAX: u64 = 1 << 40;
     let kind_key = t.key("kind");
-    let kind = t.choice("kind", &["zipf", "uniform", "websearch"])?;
+    let kind = t.choice("kind", &["zipf", "uniform", "websearch", "bursty"])?;
     let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(run_seed);
     let spec = match kind {
         Some("zipf") => SynthSpec::Zipf {
@@ -109,10 +109,11 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
                 seed,
             }
         }
+        Some("bursty") => super::bursty::bursty_spec(&mut t, seed)?,
         _ => {
             return Err(Error::config(
                 kind_key,
-                "missing; expected one of \"zipf\", \"uniform\", \"websearch\"",
+                "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\"",
             ))
         }
     };

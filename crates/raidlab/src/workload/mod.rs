@@ -217,6 +217,8 @@ pub enum SynthSpec {
         mean_interarrival_ns: u64,
         seed: u64,
     },
+    /// The RAPID-Cache paper's bursty generator with LRU history tables (`synth/bursty.rs`).
+    Bursty(synth::BurstySpec),
 }
 
 /// Where requests come from.
@@ -232,7 +234,7 @@ impl SourceSpec {
     pub fn lacks_timestamps(&self) -> bool {
         match self {
             SourceSpec::Synthetic(SynthSpec::Zipf { .. } | SynthSpec::Uniform { .. }) => true,
-            SourceSpec::Synthetic(SynthSpec::WebSearch { .. }) => false,
+            SourceSpec::Synthetic(SynthSpec::WebSearch { .. } | SynthSpec::Bursty(_)) => false,
             SourceSpec::Trace { format, .. } => {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)
             }
