@@ -66,3 +66,17 @@ def test_bad_parameters_exit_2_naming_the_key(tmp_path: Path, capsys, line: str,
     with pytest.raises(raidlab.ConfigError) as e:
         raidlab.load(p)
     assert e.value.key == key
+
+
+def test_overlay_multiplies_the_rate() -> None:
+    # The papers raise load by replaying several days of a trace at once: N parts, N times the
+    # rate, N times the requests.
+    part = {"synthetic": {"kind": "bursty", "preset": "synthetic-a", "requests": 2000, "rate_iops": 100, "space_gib": 1}}
+    base = config("synthetic-a", 2000, rate_iops=100)
+    base.update(run={"mode": "timed"}, disk={"model": "constant", "service_ms": 1})
+    one = raidlab.run(base).metrics
+    three_cfg = dict(base)
+    three_cfg["workload"] = {"ops": "all", "block_size": 8192, "overlay": [part, part, part]}
+    three = raidlab.run(three_cfg).metrics
+    assert three["requests"] == 3 * one["requests"] == 6000
+    assert three["iops"] == pytest.approx(3 * one["iops"], rel=0.15)

@@ -14,6 +14,7 @@
 
 mod bursty;
 mod disk;
+mod overlay;
 mod reliability;
 mod tables;
 mod timed;
