@@ -77,15 +77,18 @@ fn parse(
     let dir = base_dir.as_deref();
     let out = match file {
         Some(f) => raidlab::config::from_toml(text, f, dir),
-        None => serde_json::from_str(text)
-            .map_err(|e| Error::Syntax {
-                file: "<dict>".into(),
-                line: e.line() as u64,
-                msg: e.to_string(),
-            })
-            .and_then(|v| raidlab::config::from_value(&v, dir)),
+        None => dict_tree(text).and_then(|v| raidlab::config::from_value(&v, dir)),
     };
     out.map_err(|e| to_py(py, e))
+}
+
+/// The JSON text of a Python dict as a config tree; errors name `<dict>` and the line.
+fn dict_tree(text: &str) -> raidlab::Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| Error::Syntax {
+        file: "<dict>".into(),
+        line: e.line() as u64,
+        msg: e.to_string(),
+    })
 }
 
 /// Validate a config (TOML text with `file` set, else JSON text of a dict) and return each
@@ -170,20 +173,13 @@ fn reliability(
     file: Option<&str>,
     overrides: Option<&str>,
 ) -> PyResult<String> {
-    let json = |text: &str| {
-        serde_json::from_str::<serde_json::Value>(text).map_err(|e| Error::Syntax {
-            file: "<dict>".into(),
-            line: e.line() as u64,
-            msg: e.to_string(),
-        })
-    };
     let out = (|| {
         let mut tree = match file {
             Some(f) => raidlab::config::toml_value(text, f)?,
-            None => json(text)?,
+            None => dict_tree(text)?,
         };
         if let Some(o) = overrides {
-            raidlab::config::merge(&mut tree, &json(o)?);
+            raidlab::config::merge(&mut tree, &dict_tree(o)?);
         }
         let inputs = raidlab::config::reliability_from_value(&tree)?;
         let rows = raidlab::reliability::compare(&inputs)?;
