@@ -13,16 +13,19 @@ from raidlab._core import (
     __version__,
 )
 from raidlab.api import Result, Run, load, run
+from raidlab.reliability import Reliability, reliability
 
 __all__ = [
     "ConfigError",
     "FormatError",
     "RaidlabError",
     "RaidlabIOError",
+    "Reliability",
     "Result",
     "Run",
     "TraceError",
     "__version__",
     "load",
+    "reliability",
     "run",
 ]

@@ -4,6 +4,7 @@
     raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--json]
     raidlab reproduce NAME [--skip-traces] [--out DIR]
     raidlab demo
+    raidlab reliability [CONFIG.toml] [--backup-nvram-mb MB] [--write-cache-mb MB ...] [--json]
 
 Exit codes: 0 success, 2 bad input (any RaidlabError, or bad arguments), 130 interrupted.
 """
@@ -22,6 +23,7 @@ from rich.table import Table
 
 from raidlab import _core, api
 from raidlab.progress import run_with_progress
+from raidlab.reliability import add_command as add_reliability_command
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -172,6 +174,7 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--out", default="results", help="directory for reports")
         c.add_argument("--threads", type=int, default=None)
         c.set_defaults(func=func)
+    add_reliability_command(sub, EXIT_BAD_INPUT)
     return p
 
 

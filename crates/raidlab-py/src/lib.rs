@@ -77,15 +77,18 @@ fn parse(
     let dir = base_dir.as_deref();
     let out = match file {
         Some(f) => raidlab::config::from_toml(text, f, dir),
-        None => serde_json::from_str(text)
-            .map_err(|e| Error::Syntax {
-                file: "<dict>".into(),
-                line: e.line() as u64,
-                msg: e.to_string(),
-            })
-            .and_then(|v| raidlab::config::from_value(&v, dir)),
+        None => dict_tree(text).and_then(|v| raidlab::config::from_value(&v, dir)),
     };
     out.map_err(|e| to_py(py, e))
+}
+
+/// The JSON text of a Python dict as a config tree; errors name `<dict>` and the line.
+fn dict_tree(text: &str) -> raidlab::Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| Error::Syntax {
+        file: "<dict>".into(),
+        line: e.line() as u64,
+        msg: e.to_string(),
+    })
 }
 
 /// Validate a config (TOML text with `file` set, else JSON text of a dict) and return each
@@ -159,6 +162,32 @@ fn trace_stats(py: Python<'_>, path: PathBuf, format: &str, block_size: u32) -> 
     Ok(v.to_string())
 }
 
+/// The write-cache reliability and cost comparison for a `[reliability]` config (TOML text
+/// with `file` set, else JSON text of a dict), with `overrides` (JSON text of a tree) merged
+/// over it; returns JSON text `{"inputs", "rows"}`.
+#[pyfunction]
+#[pyo3(signature = (text, file=None, overrides=None))]
+fn reliability(
+    py: Python<'_>,
+    text: &str,
+    file: Option<&str>,
+    overrides: Option<&str>,
+) -> PyResult<String> {
+    let out = (|| {
+        let mut tree = match file {
+            Some(f) => raidlab::config::toml_value(text, f)?,
+            None => dict_tree(text)?,
+        };
+        if let Some(o) = overrides {
+            raidlab::config::merge(&mut tree, &dict_tree(o)?);
+        }
+        let inputs = raidlab::config::reliability_from_value(&tree)?;
+        let rows = raidlab::reliability::compare(&inputs)?;
+        Ok(raidlab::reliability::compare::to_json(&inputs, &rows).to_string())
+    })();
+    out.map_err(|e| to_py(py, e))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -171,5 +200,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(reliability, m)?)?;
     Ok(())
 }

@@ -12,7 +12,10 @@
 //!
 //! Every error names the key path (`runs[2].cache.policy`) and what was expected.
 
+mod bursty;
 mod disk;
+mod overlay;
+mod reliability;
 mod tables;
 mod timed;
 mod tree;
@@ -25,6 +28,7 @@ use crate::array::ArraySpec;
 use crate::cache::read::PolicySpec;
 use crate::error::{Error, Result};
 use crate::workload::WorkloadSpec;
+pub use reliability::{reliability_from_toml, reliability_from_value};
 use tables::{array_spec, cache_spec, workload_spec};
 pub use timed::{Action, Arrivals, ControllerSpec, Driver, Event, TimedSpec};
 pub use tree::merge;
@@ -109,6 +113,11 @@ pub const RUNS_MAX: usize = 100_000;
 /// Parse and validate a TOML config. `file` names the source in errors; relative trace paths
 /// resolve against `base_dir`.
 pub fn from_toml(text: &str, file: &str, base_dir: Option<&Path>) -> Result<Vec<Experiment>> {
+    from_value(&toml_value(text, file)?, base_dir)
+}
+
+/// TOML text as a config tree; syntax errors name `file` and the line.
+pub fn toml_value(text: &str, file: &str) -> Result<Value> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let line = e
             .span()
@@ -120,12 +129,11 @@ pub fn from_toml(text: &str, file: &str, base_dir: Option<&Path>) -> Result<Vec<
             msg: e.message().to_string(),
         }
     })?;
-    let value = serde_json::to_value(table).map_err(|e| Error::Syntax {
+    serde_json::to_value(table).map_err(|e| Error::Syntax {
         file: file.to_string(),
         line: 1,
         msg: e.to_string(),
-    })?;
-    from_value(&value, base_dir)
+    })
 }
 
 /// Validate a config tree (the Python dict arrives here as JSON).

@@ -29,11 +29,43 @@ pub(super) fn workload_spec(
     let limit = t.uint("limit", 1, u64::MAX)?;
     let device = t.uint("device", 0, u64::MAX)?;
     let split = t.bool("split")?.unwrap_or(true);
+    let source = match t.tables("overlay")? {
+        Some(parts) => {
+            for key in ["trace", "format", "synthetic"] {
+                if t.has(key) {
+                    return Err(Error::config(
+                        t.key(key),
+                        "give either `overlay` or a single source, not both",
+                    ));
+                }
+            }
+            super::overlay::overlay_spec(parts, base_dir, seed)?
+        }
+        None => source_spec(&mut t, base_dir, seed)?,
+    };
+    t.finish()?;
+    Ok(WorkloadSpec {
+        source,
+        ops,
+        limit,
+        block_size: block_size as u32,
+        device,
+        split,
+    })
+}
+
+/// A trace (`trace`, `format`) or a `[synthetic]` table: the source of `[workload]` or of one
+/// part of its `overlay`.
+pub(super) fn source_spec(
+    t: &mut Table<'_>,
+    base_dir: Option<&Path>,
+    seed: u64,
+) -> Result<SourceSpec> {
     let trace = t.str("trace")?;
     let format_key = t.key("format");
     let format = t.str("format")?;
     let synth = t.table("synthetic")?;
-    let source = match (trace, synth) {
+    Ok(match (trace, synth) {
         (Some(path), None) => {
             let format = match format {
                 None => Format::Auto,
@@ -69,22 +101,13 @@ pub(super) fn workload_spec(
                 "missing; expected a trace path or a [workload.synthetic] table",
             ))
         }
-    };
-    t.finish()?;
-    Ok(WorkloadSpec {
-        source,
-        ops,
-        limit,
-        block_size: block_size as u32,
-        device,
-        split,
     })
 }
 
 fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
     const REQUESTS_MAX: u64 = 1 << 40;
     let kind_key = t.key("kind");
-    let kind = t.choice("kind", &["zipf", "uniform", "websearch"])?;
+    let kind = t.choice("kind", &["zipf", "uniform", "websearch", "bursty"])?;
     let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(run_seed);
     let spec = match kind {
         Some("zipf") => SynthSpec::Zipf {
@@ -109,10 +132,11 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
                 seed,
             }
         }
+        Some("bursty") => super::bursty::bursty_spec(&mut t, seed)?,
         _ => {
             return Err(Error::config(
                 kind_key,
-                "missing; expected one of \"zipf\", \"uniform\", \"websearch\"",
+                "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\"",
             ))
         }
     };

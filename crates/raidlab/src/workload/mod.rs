@@ -19,6 +19,7 @@ pub mod keys;
 pub mod mqsim;
 pub mod msr;
 pub mod oracle;
+pub mod overlay;
 pub mod sniff;
 pub mod spc;
 pub mod stats;
@@ -217,13 +218,20 @@ pub enum SynthSpec {
         mean_interarrival_ns: u64,
         seed: u64,
     },
+    /// The RAPID-Cache paper's bursty generator with LRU history tables (`synth/bursty.rs`).
+    Bursty(synth::BurstySpec),
 }
 
 /// Where requests come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceSpec {
-    Trace { path: PathBuf, format: Format },
+    Trace {
+        path: PathBuf,
+        format: Format,
+    },
     Synthetic(SynthSpec),
+    /// Several trace or synthetic sources merged by arrival time (`overlay.rs`).
+    Overlay(Vec<SourceSpec>),
 }
 
 impl SourceSpec {
@@ -232,10 +240,11 @@ impl SourceSpec {
     pub fn lacks_timestamps(&self) -> bool {
         match self {
             SourceSpec::Synthetic(SynthSpec::Zipf { .. } | SynthSpec::Uniform { .. }) => true,
-            SourceSpec::Synthetic(SynthSpec::WebSearch { .. }) => false,
+            SourceSpec::Synthetic(SynthSpec::WebSearch { .. } | SynthSpec::Bursty(_)) => false,
             SourceSpec::Trace { format, .. } => {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)
             }
+            SourceSpec::Overlay(parts) => parts.iter().any(SourceSpec::lacks_timestamps),
         }
     }
 }
@@ -272,9 +281,27 @@ impl WorkloadSpec {
 pub fn open(spec: &WorkloadSpec) -> Result<Box<dyn RequestSource>> {
     let keep = Keep::of(spec);
     match &spec.source {
-        SourceSpec::Trace { path, format } => open_trace(path, *format, spec.device, keep),
+        SourceSpec::Overlay(parts) => {
+            let parts = parts
+                .iter()
+                .map(|p| open_source(p, spec.device, Keep::ALL))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(keep.apply(overlay::Overlay::new(parts)?))
+        }
+        one => open_source(one, spec.device, keep),
+    }
+}
+
+/// Open one trace or generator (an overlay's parts are opened one by one).
+fn open_source(
+    source: &SourceSpec,
+    device: Option<u64>,
+    keep: Keep,
+) -> Result<Box<dyn RequestSource>> {
+    match source {
+        SourceSpec::Trace { path, format } => open_trace(path, *format, device, keep),
         SourceSpec::Synthetic(synth) => {
-            if spec.device.is_some() {
+            if device.is_some() {
                 return Err(Error::config(
                     "workload.device",
                     "a synthetic workload has no devices to select from",
@@ -282,6 +309,10 @@ pub fn open(spec: &WorkloadSpec) -> Result<Box<dyn RequestSource>> {
             }
             synth::open(synth, keep)
         }
+        SourceSpec::Overlay(_) => Err(Error::config(
+            "workload.overlay",
+            "an overlay part cannot itself be an overlay",
+        )),
     }
 }
 

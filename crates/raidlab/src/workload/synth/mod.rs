@@ -9,11 +9,13 @@ use rand_chacha::ChaCha8Rng;
 use super::{Keep, RequestSource, SynthSpec};
 use crate::error::{Error, Result};
 
+pub mod bursty;
 pub mod permute;
 pub mod uniform;
 pub mod websearch;
 pub mod zipf;
 
+pub use bursty::{Bursty, BurstySpec, Distance};
 pub use permute::Scatter;
 pub use uniform::Uniform;
 pub use websearch::WebSearch;
@@ -44,6 +46,7 @@ pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource
             mean_interarrival_ns,
             seed,
         )?),
+        SynthSpec::Bursty(ref b) => keep.apply(Bursty::new(b.clone())?),
     })
 }
 
