@@ -15,6 +15,7 @@ pub mod blkparse;
 pub mod cloudphysics;
 pub mod decompress;
 pub mod disksim;
+pub mod files;
 pub mod keys;
 pub mod mqsim;
 pub mod msr;
@@ -224,6 +225,8 @@ pub enum SynthSpec {
 pub enum SourceSpec {
     Trace { path: PathBuf, format: Format },
     Synthetic(SynthSpec),
+    /// A file-level workload (`[workload.files]`), replayed through the host model only.
+    Files(files::FilesSpec),
 }
 
 impl SourceSpec {
@@ -236,6 +239,7 @@ impl SourceSpec {
             SourceSpec::Trace { format, .. } => {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)
             }
+            SourceSpec::Files(f) => !matches!(f.kind, files::FilesKind::WebLog { .. }),
         }
     }
 }
@@ -282,6 +286,10 @@ pub fn open(spec: &WorkloadSpec) -> Result<Box<dyn RequestSource>> {
             }
             synth::open(synth, keep)
         }
+        SourceSpec::Files(_) => Err(Error::config(
+            "workload.files",
+            "a file-level workload is replayed through a host file system: add a [host] table",
+        )),
     }
 }
 
