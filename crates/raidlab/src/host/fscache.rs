@@ -31,7 +31,10 @@ pub enum FsPolicy {
     Clock,
     /// Full 2Q (Johnson and Shasha): `kin` share of the capacity for A1in, A1out remembers
     /// `kout` x capacity blocks.
-    TwoQ { kin: f64, kout: f64 },
+    TwoQ {
+        kin: f64,
+        kout: f64,
+    },
 }
 
 impl FsPolicy {

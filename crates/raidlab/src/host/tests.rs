@@ -13,11 +13,13 @@ struct Recorder {
 
 impl BlockDevice for Recorder {
     fn read(&mut self, block: u64, now_ns: u64, payload: Payload<'_>) -> u64 {
-        self.log.push(format!("R{block}@{}ms{}", now_ns / MS, describe(payload)));
+        self.log
+            .push(format!("R{block}@{}ms{}", now_ns / MS, describe(payload)));
         10 * MS
     }
     fn write(&mut self, block: u64, now_ns: u64, payload: Payload<'_>) {
-        self.log.push(format!("W{block}@{}ms{}", now_ns / MS, describe(payload)));
+        self.log
+            .push(format!("W{block}@{}ms{}", now_ns / MS, describe(payload)));
     }
     fn demote(&mut self, block: u64, now_ns: u64) {
         self.log.push(format!("D{block}@{}ms", now_ns / MS));
@@ -115,7 +117,10 @@ fn bad_layouts_and_sizes_are_config_errors() {
     assert!(e.to_string().contains("host.space_blocks"), "{e}");
     let layout = Layout::new(&[2, 2], 4, None).unwrap();
     let e = Host::new(&spec(6), layout.clone(), false).err().unwrap();
-    assert!(e.to_string().contains("larger than the address space"), "{e}");
+    assert!(
+        e.to_string().contains("larger than the address space"),
+        "{e}"
+    );
     let mut s = spec(2);
     s.atime_granularity_ns = 0;
     let e = Host::new(&s, layout, false).err().unwrap();

@@ -223,7 +223,10 @@ pub enum SynthSpec {
 /// Where requests come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SourceSpec {
-    Trace { path: PathBuf, format: Format },
+    Trace {
+        path: PathBuf,
+        format: Format,
+    },
     Synthetic(SynthSpec),
     /// A file-level workload (`[workload.files]`), replayed through the host model only.
     Files(files::FilesSpec),

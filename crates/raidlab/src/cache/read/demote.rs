@@ -12,8 +12,9 @@
 //! matters, since the host holds them all. Demoted blocks form an ordinary LRU list.
 //!
 //! As a plain [`ReadPolicy`] (no host demoting anything) it caches every read block at the
-//! LRU end only. The demotions come from the host model (`crate::host`) through
-//! [`Demote::demote`].
+//! LRU end only. Under a host (`crate::host`, which demotes through [`Demote::demote`]) the
+//! two-level engine does not insert read misses at all: the block goes to the host, and
+//! keeping it would cost a demoted block whenever the cache is full.
 
 use super::list::{Link, List};
 use super::slab::Slab;

@@ -181,8 +181,7 @@ impl Xray {
             if k > self.cb {
                 // Overestimated: everything up to this block was evicted.
                 let file = self.bfile[b];
-                if let Some(target) = vote(&mut self.shrink_votes, file, k, self.threshold, true)
-                {
+                if let Some(target) = vote(&mut self.shrink_votes, file, k, self.threshold, true) {
                     if target > self.cb {
                         self.cb = target;
                         self.stats.shrinks += 1;

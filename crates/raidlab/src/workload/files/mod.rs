@@ -239,7 +239,9 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, o)| o.warmup && o.file == i as u32 && o.blocks == 4));
-        assert!(v[8..].iter().all(|o| !o.warmup && o.blocks == 4 && !o.write));
+        assert!(v[8..]
+            .iter()
+            .all(|o| !o.warmup && o.blocks == 4 && !o.write));
         let mut count = [0u32; 8];
         v[8..].iter().for_each(|o| count[o.file as usize] += 1);
         assert!(count.iter().all(|&c| (90..160).contains(&c)), "{count:?}");

@@ -38,7 +38,10 @@ pub struct LogRecord<'a> {
 /// Parse one Common Log Format line.
 pub fn parse_line(line: &str) -> std::result::Result<LogRecord<'_>, &'static str> {
     let open = line.find('[').ok_or("no [date]")?;
-    let close = open + line[open..].find(']').ok_or("no closing ] after the date")?;
+    let close = open
+        + line[open..]
+            .find(']')
+            .ok_or("no closing ] after the date")?;
     let time_s = parse_time(&line[open + 1..close])?;
     let rest = &line[close + 1..];
     let q1 = rest.find('"').ok_or("no quoted request")?;
@@ -91,8 +94,7 @@ fn parse_time(s: &str) -> std::result::Result<i64, &'static str> {
         return Err(bad);
     }
     let z = zone.as_bytes();
-    if z.len() != 5 || !(z[0] == b'+' || z[0] == b'-') || !z[1..].iter().all(u8::is_ascii_digit)
-    {
+    if z.len() != 5 || !(z[0] == b'+' || z[0] == b'-') || !z[1..].iter().all(u8::is_ascii_digit) {
         return Err(bad);
     }
     let zh = i64::from(z[1] - b'0') * 10 + i64::from(z[2] - b'0');
@@ -328,7 +330,12 @@ impl FileSource for WebLog<'_> {
             return Ok(None);
         };
         loop {
-            let Some(line) = next_line(reader.as_mut(), &mut self.buf, &self.label, self.line_no + 1)?
+            let Some(line) = next_line(
+                reader.as_mut(),
+                &mut self.buf,
+                &self.label,
+                self.line_no + 1,
+            )?
             else {
                 self.reader = None;
                 return Ok(None);

@@ -154,7 +154,10 @@ fn exclusive_cache_holds_the_window_past_cb() {
     }
     x.cb = x.bkey[13];
     assert!(x.maybe_refresh(20 * S));
-    assert!(!x.maybe_refresh(20 * S + 1), "next refresh is a period later");
+    assert!(
+        !x.maybe_refresh(20 * S + 1),
+        "next refresh is a period later"
+    );
     assert_eq!(x.next_fetch(), Some(13));
     x.place(13);
     assert_eq!(x.next_fetch(), Some(12));

@@ -39,8 +39,8 @@ fn parses_the_fields_and_the_time_zone() {
 
 #[test]
 fn replays_data_requests_as_prefix_reads_and_counts_the_rest() {
-    let mut w = WebLog::from_bytes("log", LOG.as_bytes(), OnMalformed::Skip, 1.0, 4096, false)
-        .unwrap();
+    let mut w =
+        WebLog::from_bytes("log", LOG.as_bytes(), OnMalformed::Skip, 1.0, 4096, false).unwrap();
     // Two files: /index.html 6245 B = 2 blocks, /img/logo.gif max(9000, 100) B = 3 blocks.
     assert_eq!(w.file_blocks(), [2, 3]);
     let ops = drain(&mut w);
@@ -55,9 +55,16 @@ fn replays_data_requests_as_prefix_reads_and_counts_the_rest() {
 
 #[test]
 fn fail_mode_names_the_line_and_warmup_reads_every_file_first() {
-    let e = WebLog::from_bytes("access.log", LOG.as_bytes(), OnMalformed::Fail, 1.0, 4096, true)
-        .err()
-        .unwrap();
+    let e = WebLog::from_bytes(
+        "access.log",
+        LOG.as_bytes(),
+        OnMalformed::Fail,
+        1.0,
+        4096,
+        true,
+    )
+    .err()
+    .unwrap();
     assert_eq!(
         e.to_string(),
         Error::trace_line(
