@@ -47,7 +47,7 @@ pub(super) fn host_spec(mut t: Table<'_>) -> Result<HostSpec> {
     let atime_granularity_ns = positive_s(&mut t, "atime_granularity_s", 1.0)?;
     let sample_interval_ns = positive_s(&mut t, "sample_interval_s", 1.0)?;
     let inodes_per_block = t.uint("inodes_per_block", 1, 1 << 16)?.unwrap_or(32) as u32;
-    let space_blocks = t.uint("space_blocks", 1, u64::from(u32::MAX - 1))?;
+    let space_blocks = t.uint("space_blocks", 1, crate::host::SPACE_BLOCKS_MAX)?;
     let latency = Latencies {
         fs_hit_ns: ns(t.float("fs_hit_us", 0.0, 1e9)?.unwrap_or(20.0) / 1e6),
         array_hit_ns: ns(t.float("array_hit_us", 0.0, 1e9)?.unwrap_or(200.0) / 1e6),

@@ -86,6 +86,10 @@ pub trait BlockDevice {
     fn demote(&mut self, block: u64, now_ns: u64);
 }
 
+/// Largest file system the model lays out (64 GiB of 4 KiB blocks): per-block state is kept
+/// in dense arrays on the host and in X-RAY, so the space bounds their memory.
+pub const SPACE_BLOCKS_MAX: u64 = 1 << 24;
+
 /// Where the file system put its inodes and files.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Layout {
@@ -115,6 +119,14 @@ impl Layout {
             }
             files.push((next, s));
             next += u64::from(s);
+        }
+        if next > SPACE_BLOCKS_MAX {
+            return Err(Error::config(
+                "workload.files",
+                format!(
+                    "the files need {next} blocks; the model lays out at most {SPACE_BLOCKS_MAX}"
+                ),
+            ));
         }
         let space_blocks = match space {
             None => next,

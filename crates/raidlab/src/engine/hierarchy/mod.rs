@@ -70,6 +70,8 @@ pub fn run_parts(
         spec.space_blocks,
     )?;
     let space = layout.space_blocks;
+    // The host first: it checks the sizes before anything is allocated per block.
+    let mut host = Host::new(spec, layout, matches!(policy, PolicySpec::Demote))?;
     let level = match *policy {
         PolicySpec::Xray {
             threshold,
@@ -79,11 +81,11 @@ pub fn run_parts(
             Box::new(Xray::new(capacity, space, threshold, refresh_ns)),
             placement,
         ),
-        PolicySpec::Demote => Level2::Demote(Demote::new(capacity, capacity as usize + 1)),
+        PolicySpec::Demote => {
+            Level2::Demote(Demote::new(capacity, capacity.min(space) as usize + 1))
+        }
         ref other => Level2::Plain(read::build(other, capacity)?),
     };
-    let demote = matches!(level, Level2::Demote(_));
-    let mut host = Host::new(spec, layout, demote)?;
     let mut dev = ArraySide::new(level, spec.latency);
     let mut m = HierarchyMetrics {
         tracking: matches!(dev.level, Level2::Xray(..)).then(Tracking::default),
