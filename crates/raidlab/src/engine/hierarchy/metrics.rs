@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::host::HostStats;
-use crate::metrics::CountMetrics;
+use crate::metrics::{ratio, CountMetrics};
 
 /// Bound on the rows of the time series.
 pub const SERIES_ROWS_MAX: usize = 1 << 20;
@@ -69,14 +69,6 @@ pub struct HierarchyMetrics {
     /// Web logs: malformed lines skipped, requests moving no data, first malformed line.
     pub skipped: (u64, u64, Option<u64>),
     pub series: Series,
-}
-
-fn ratio(num: u64, den: u64) -> f64 {
-    if den == 0 {
-        0.0
-    } else {
-        num as f64 / den as f64
-    }
 }
 
 impl HierarchyMetrics {

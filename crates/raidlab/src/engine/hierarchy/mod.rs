@@ -21,6 +21,7 @@ use crate::cache::read::{self, PolicySpec};
 use crate::config::{Capacity, Experiment};
 use crate::error::{Error, Result};
 use crate::host::{Host, HostSpec, Layout};
+use crate::metrics::ratio;
 use crate::workload::files::{self, FilesSpec};
 use crate::workload::SourceSpec;
 use array::{ArraySide, Level2};
@@ -182,11 +183,7 @@ fn sample(host: &Host, dev: &ArraySide, m: &mut HierarchyMetrics, t_ns: u64) {
         s.fs_cache_blocks.push(host.cache().capacity());
         s.actual_blocks.push(actual);
         let c = dev.c;
-        s.hit_ratio.push(if c.reads == 0 {
-            0.0
-        } else {
-            c.hits as f64 / c.reads as f64
-        });
+        s.hit_ratio.push(ratio(c.hits, c.reads));
     }
     let (Level2::Xray(x, _), Some(t)) = (&dev.level, m.tracking.as_mut()) else {
         return;
@@ -197,21 +194,9 @@ fn sample(host: &Host, dev: &ArraySide, m: &mut HierarchyMetrics, t_ns: u64) {
         .filter(|&b| cache.contains(b) && x.presumes_cached(b))
         .count() as u64;
     let predicted = x.predicted_size();
-    let fp = if predicted == 0 {
-        0.0
-    } else {
-        (predicted - true_pos) as f64 / predicted as f64
-    };
-    let fneg = if actual == 0 {
-        0.0
-    } else {
-        (actual - true_pos) as f64 / actual as f64
-    };
-    let err = if actual == 0 {
-        0.0
-    } else {
-        predicted.abs_diff(actual) as f64 / actual as f64
-    };
+    let fp = ratio(predicted - true_pos, predicted);
+    let fneg = ratio(actual - true_pos, actual);
+    let err = ratio(predicted.abs_diff(actual), actual);
     t.samples += 1;
     t.size_error_sum += err;
     t.false_positive_sum += fp;

@@ -75,6 +75,19 @@ pub struct FileOp {
     pub warmup: bool,
 }
 
+impl FileOp {
+    /// A warm-up read of the whole of `file`, `blocks` long.
+    pub fn warmup_read(file: u32, blocks: u32) -> FileOp {
+        FileOp {
+            arrival_ns: None,
+            file,
+            write: false,
+            blocks,
+            warmup: true,
+        }
+    }
+}
+
 /// A stream of file operations over a fixed set of files.
 pub trait FileSource {
     /// Size in blocks of every file (>= 1 each), indexed by file number.
@@ -173,13 +186,7 @@ impl FileSource for Synthetic {
             self.warmup_left -= 1;
             let file = self.next_warm;
             self.next_warm += 1;
-            return Ok(Some(FileOp {
-                arrival_ns: None,
-                file,
-                write: false,
-                blocks: self.sizes[file as usize],
-                warmup: true,
-            }));
+            return Ok(Some(FileOp::warmup_read(file, self.sizes[file as usize])));
         }
         if self.left == 0 {
             return Ok(None);

@@ -318,13 +318,7 @@ impl FileSource for WebLog<'_> {
         if self.warmup && (self.warm_next as usize) < self.sizes.len() {
             let file = self.warm_next;
             self.warm_next += 1;
-            return Ok(Some(FileOp {
-                arrival_ns: None,
-                file,
-                write: false,
-                blocks: self.sizes[file as usize],
-                warmup: true,
-            }));
+            return Ok(Some(FileOp::warmup_read(file, self.sizes[file as usize])));
         }
         let Some(reader) = self.reader.as_mut() else {
             return Ok(None);
