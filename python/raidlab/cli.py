@@ -53,6 +53,18 @@ TIMED_COLUMNS = [
     ("wall_s", "wall s", "{:.2f}"),
 ]
 
+# Columns for two-level (host + array) runs.
+HIERARCHY_COLUMNS = [
+    ("file_reads", "file reads", "{:,}"),
+    ("fs_hit_ratio", "FS hit ratio", "{:.4f}"),
+    ("capacity", "array cache", "{:,}"),
+    ("hit_ratio", "array hit ratio", "{:.4f}"),
+    ("read_latency_us_mean", "read us", "{:,.1f}"),
+    ("placement_reads", "placements", "{:,}"),
+    ("sim_s", "sim s", "{:,.1f}"),
+    ("wall_s", "wall s", "{:.2f}"),
+]
+
 RAMP_COLUMNS = [
     ("target_iops", "target IOPS", "{:,.0f}"),
     ("offered_iops", "offered", "{:,.1f}"),
@@ -72,7 +84,7 @@ def _table(title: str | None, first: str, columns: list[tuple[str, str, str]]) -
 
 
 def print_runs(result: api.Result, console: Console) -> None:
-    for mode, columns in (("count", RUN_COLUMNS), ("timed", TIMED_COLUMNS)):
+    for mode, columns in (("count", RUN_COLUMNS), ("timed", TIMED_COLUMNS), ("hierarchy", HIERARCHY_COLUMNS)):
         runs = [r for r in result.runs if r.metrics.get("mode", "count") == mode]
         if not runs:
             continue

@@ -21,6 +21,7 @@ class Section:
     spec: dict[str, Any]
     frame: Any  # pandas.DataFrame, or None when every run was skipped
     skipped: list[str]
+    series: Any = None  # every run's time series (pandas.DataFrame with ``name``), if any
 
 
 def pivot(frame: Any, spec: dict[str, Any]) -> Any:
@@ -113,6 +114,41 @@ def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
     return written
 
 
+def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str]:
+    """The optional ``table`` (listed columns, one row per run) and ``series_plot`` (each
+    run's time series: ``x`` against every ``y`` column, one PNG per run) of a section."""
+    body = []
+    cols = [c for c in s.spec.get("table", []) if c in s.frame.columns]
+    if cols:
+        flat = s.frame[cols].set_index(cols[0])
+        console.print(console_table(flat, title, "{:.4f}"))
+        body.append(flat.to_html(float_format="%.4f"))
+    sp = s.spec.get("series_plot")
+    if sp and s.series is not None and len(s.series):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        for i, (name, run) in enumerate(s.series.groupby("name", sort=False)):
+            fig, ax = plt.subplots(figsize=(6.0, 3.2))
+            for y in sp.get("y", []):
+                if y in run.columns:
+                    ax.plot(run[sp["x"]], run[y], label=y, linewidth=1.2)
+            ax.set_xlabel(sp["x"], fontsize=8)
+            ax.set_title(str(name), fontsize=9)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            png = out / f"{s.file.stem}-series-{i}.png"
+            fig.savefig(png, dpi=110)
+            plt.close(fig)
+            body.append(f'<p><img src="{png.name}" alt="{html.escape(str(name))}"></p>')
+        csv = out / f"{s.file.stem}-series.csv"
+        s.series.to_csv(csv, index=False)
+        body.append(f'<p>time series: <a href="{csv.name}">{csv.name}</a></p>')
+    return body
+
+
 def console_table(df: Any, title: str, fmt: str) -> Table:
     t = Table(title=title, show_header=True, header_style="bold")
     names = list(df.index.names)
@@ -143,12 +179,18 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         csv = out / f"{stem}.csv"
         s.frame.to_csv(csv, index=False)
         body.append(f'<p>data: <a href="{csv.name}">{csv.name}</a></p>')
+        body.extend(extra_views(s, out, title, console))
         if "rows" not in s.spec or "columns" not in s.spec:
             continue
+        # ``values`` lists several metrics: the first is the one compared, each gets a table.
+        if "values" in s.spec and "value" not in s.spec:
+            s.spec["value"] = s.spec["values"][0]
         table = pivot(s.frame, s.spec)
         value = s.spec.get("value", "rgr")
-        console.print(console_table(table, f"{title}: {value}", "{:.4f}"))
-        body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
+        for v in s.spec.get("values", [value]):
+            t = table if v == value else pivot(s.frame, {**s.spec, "value": v})
+            console.print(console_table(t, f"{title}: {v}", "{:.4f}"))
+            body.append(f"<h3>{html.escape(v)}</h3>" + t.to_html(float_format="%.4f"))
         pairs = s.spec.get("compare", [])
         if pairs:
             higher = s.spec.get("better", "lower") == "higher"
@@ -176,8 +218,10 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             for c, best, med, k, n in summary(avoid):
                 console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
         if "plot_x" in s.spec:
-            for png in plot(s.frame, s.spec, out / f"{stem}.png"):
-                body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
+            for v in s.spec.get("values", [value]):
+                name = stem if v == value else f"{stem}-{v}"
+                for png in plot(s.frame, {**s.spec, "value": v}, out / f"{name}.png"):
+                    body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
     style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title><style>{style}</style></head><body>{''.join(body)}</body></html>"
     report = out / "report.html"

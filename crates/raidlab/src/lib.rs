@@ -14,6 +14,7 @@ pub mod config;
 pub mod disk;
 pub mod engine;
 pub mod error;
+pub mod host;
 pub mod metrics;
 pub mod reliability;
 pub mod workload;

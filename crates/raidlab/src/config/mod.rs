@@ -14,6 +14,7 @@
 
 mod bursty;
 mod disk;
+mod host;
 mod overlay;
 mod reliability;
 mod tables;
@@ -102,6 +103,9 @@ pub struct Experiment {
     pub run: RunSpec,
     /// Timed mode's driver, disks and events (`Some` exactly when `run.mode = "timed"`).
     pub timed: Option<TimedSpec>,
+    /// The host file-system model of a two-level run (`[host]`), replaying
+    /// `[workload.files]` above the read cache.
+    pub host: Option<crate::host::HostSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -331,7 +335,15 @@ fn experiment(
         array.as_ref(),
         base_dir,
     )?;
+    let host = root.table("host")?.map(host::host_spec).transpose()?;
     root.finish()?;
+    host::check(
+        host.as_ref(),
+        &workload,
+        &cache,
+        array.as_ref(),
+        timed.is_some(),
+    )?;
     if timed.is_some() && cache.unit == Unit::Object {
         return Err(Error::config(
             "cache.unit",
@@ -372,6 +384,7 @@ fn experiment(
         array,
         run,
         timed,
+        host,
         tree: tree.clone(),
     })
 }

@@ -65,7 +65,18 @@ pub(super) fn source_spec(
     let format_key = t.key("format");
     let format = t.str("format")?;
     let synth = t.table("synthetic")?;
+    let files = t.table("files")?;
     Ok(match (trace, synth) {
+        _ if files.is_some() && (trace.is_some() || t.has("synthetic")) => {
+            return Err(Error::config(
+                t.key("files"),
+                "give one of `trace`, `[workload.synthetic]` or `[workload.files]`",
+            ))
+        }
+        (None, None) if files.is_some() => {
+            let files = files.expect("matched");
+            SourceSpec::Files(super::host::files_spec(files, base_dir, seed)?)
+        }
         (Some(path), None) => {
             let format = match format {
                 None => Format::Auto,
@@ -182,6 +193,7 @@ pub(super) fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
         *kout = q.float("kout", 0.0, 16.0)?.unwrap_or(*kout);
         q.finish()?;
     }
+    super::host::xray_options(&mut policy, t.table("xray")?)?;
     let unit = match t.choice("unit", &["block", "object"])? {
         None | Some("block") => Unit::Block,
         Some(_) => Unit::Object,

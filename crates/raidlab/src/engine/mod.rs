@@ -6,6 +6,7 @@
 //! single-threaded, so results do not depend on the thread count or scheduling.
 
 pub mod count;
+pub mod hierarchy;
 pub mod timed;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -37,6 +38,9 @@ pub fn run_one(
     pre: Option<count::Prepass>,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<RunMetrics> {
+    if exp.host.is_some() {
+        return hierarchy::run(exp, progress).map(|m| RunMetrics::Hierarchy(Box::new(m)));
+    }
     match exp.run.mode {
         Mode::Count => count::run(exp, pre, progress).map(RunMetrics::Count),
         Mode::Timed => timed::run(exp, pre, progress).map(|m| RunMetrics::Timed(Box::new(m))),

@@ -16,6 +16,8 @@ use serde_json::{json, Map, Value};
 pub enum RunMetrics {
     Count(CountMetrics),
     Timed(Box<TimedMetrics>),
+    /// A two-level (host + array) run.
+    Hierarchy(Box<crate::engine::hierarchy::HierarchyMetrics>),
 }
 
 impl RunMetrics {
@@ -30,6 +32,7 @@ impl RunMetrics {
                 v
             }
             RunMetrics::Timed(m) => m.to_json(),
+            RunMetrics::Hierarchy(m) => m.to_json(),
         }
     }
 
@@ -38,6 +41,7 @@ impl RunMetrics {
         match self {
             RunMetrics::Count(m) => m,
             RunMetrics::Timed(m) => &m.count,
+            RunMetrics::Hierarchy(m) => &m.count,
         }
     }
 }
@@ -84,7 +88,8 @@ pub struct CountMetrics {
     pub wall_ns: u64,
 }
 
-fn ratio(num: u64, den: u64) -> f64 {
+/// `num / den`, 0 when `den` is 0.
+pub(crate) fn ratio(num: u64, den: u64) -> f64 {
     if den == 0 {
         0.0
     } else {

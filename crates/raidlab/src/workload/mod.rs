@@ -15,6 +15,7 @@ pub mod blkparse;
 pub mod cloudphysics;
 pub mod decompress;
 pub mod disksim;
+pub mod files;
 pub mod keys;
 pub mod mqsim;
 pub mod msr;
@@ -232,6 +233,8 @@ pub enum SourceSpec {
     Synthetic(SynthSpec),
     /// Several trace or synthetic sources merged by arrival time (`overlay.rs`).
     Overlay(Vec<SourceSpec>),
+    /// A file-level workload (`[workload.files]`), replayed through the host model only.
+    Files(files::FilesSpec),
 }
 
 impl SourceSpec {
@@ -245,6 +248,7 @@ impl SourceSpec {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)
             }
             SourceSpec::Overlay(parts) => parts.iter().any(SourceSpec::lacks_timestamps),
+            SourceSpec::Files(f) => !matches!(f.kind, files::FilesKind::WebLog { .. }),
         }
     }
 }
@@ -312,6 +316,10 @@ fn open_source(
         SourceSpec::Overlay(_) => Err(Error::config(
             "workload.overlay",
             "an overlay part cannot itself be an overlay",
+        )),
+        SourceSpec::Files(_) => Err(Error::config(
+            "workload.files",
+            "a file-level workload is replayed through a host file system: add a [host] table",
         )),
     }
 }

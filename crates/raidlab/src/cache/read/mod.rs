@@ -23,12 +23,14 @@ mod testutil;
 
 pub mod arc;
 pub mod clock;
+pub mod demote;
 pub mod fifo;
 pub mod lfu;
 pub mod lru;
 pub mod mq;
 pub mod twoq;
 pub mod vdf;
+pub mod xray;
 
 #[cfg(test)]
 mod proptests;
@@ -169,6 +171,16 @@ pub enum PolicySpec {
     },
     VdfLru,
     VdfLfu,
+    /// DEMOTE (Wong and Wilkes): demoted blocks at MRU, blocks read by the host at LRU.
+    Demote,
+    /// X-RAY: exclusive caching from inferred FS cache contents; needs a `[host]` run.
+    /// `threshold` distinct files of evidence per CB update, window refreshed every
+    /// `refresh_ns`, placement reads from `placement`'s bandwidth.
+    Xray {
+        threshold: u32,
+        refresh_ns: u64,
+        placement: xray::Placement,
+    },
 }
 
 impl PolicySpec {
@@ -191,13 +203,19 @@ impl PolicySpec {
             },
             "vdf-lru" => PolicySpec::VdfLru,
             "vdf-lfu" => PolicySpec::VdfLfu,
+            "demote" => PolicySpec::Demote,
+            "xray" => PolicySpec::Xray {
+                threshold: 2,
+                refresh_ns: 100_000_000,
+                placement: xray::Placement::Unlimited,
+            },
             _ => return None,
         })
     }
 
     /// Every accepted policy name, for error messages and docs.
     pub const NAMES: &'static [&'static str] = &[
-        "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu",
+        "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu", "demote", "xray",
     ];
 }
 
@@ -297,5 +315,13 @@ pub fn build_in(spec: &PolicySpec, capacity: u64, units: Units) -> Result<Box<dy
         )),
         PolicySpec::VdfLru => Box::new(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
         PolicySpec::VdfLfu => Box::new(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
+        PolicySpec::Demote => Box::new(demote::Demote::new(capacity, entries)),
+        PolicySpec::Xray { .. } => {
+            return Err(Error::config(
+                "cache.policy",
+                "\"xray\" infers the host's cache from file-system traffic: it needs a [host] \
+                 table and a file-level workload ([workload.files])",
+            ))
+        }
     })
 }
