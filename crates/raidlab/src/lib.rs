@@ -15,6 +15,7 @@ pub mod disk;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod rebuild;
 pub mod workload;
 
 pub use error::{Error, Result};
