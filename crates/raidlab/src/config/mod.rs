@@ -13,6 +13,7 @@
 //! Every error names the key path (`runs[2].cache.policy`) and what was expected.
 
 mod disk;
+mod rebuild;
 mod tables;
 mod timed;
 mod tree;
@@ -98,6 +99,8 @@ pub struct Experiment {
     pub run: RunSpec,
     /// Timed mode's driver, disks and events (`Some` exactly when `run.mode = "timed"`).
     pub timed: Option<TimedSpec>,
+    /// Hot spares and how a failed disk is rebuilt (timed mode, `[rebuild]`).
+    pub rebuild: Option<crate::rebuild::RebuildSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -323,6 +326,7 @@ fn experiment(
         array.as_ref(),
         base_dir,
     )?;
+    let rebuild = rebuild::rebuild_spec(root.table("rebuild")?, timed.as_ref(), array.as_ref())?;
     root.finish()?;
     if timed.is_some() && cache.unit == Unit::Object {
         return Err(Error::config(
@@ -364,6 +368,7 @@ fn experiment(
         array,
         run,
         timed,
+        rebuild,
         tree: tree.clone(),
     })
 }

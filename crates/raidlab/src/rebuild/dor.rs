@@ -9,7 +9,10 @@
 //! one blocks until a buffer frees (the paper's "block the process if the buffer is full").
 //! When every source of a unit has been read, the unit is complete and the replacement's
 //! writer writes it (up to two writes at the replacement, in completion order); the buffer
-//! frees when that write completes.
+//! frees when that write completes. Complete units that follow each other (consecutive jobs
+//! of consecutive units) go out as one write of up to `WRITE_UNITS_MAX` units, as a block
+//! layer would merge them: a drive that settles before every write would otherwise lose a
+//! rotation per unit on the replacement.
 //!
 //! Jobs are created lazily, when a reader reaches the end of the list, so PRO decides with
 //! the newest popularity. Readers run ahead of each other by at most `buffers` jobs (a
@@ -24,6 +27,8 @@ use super::{Action, Ctx};
 
 /// Writes kept at the replacement at once.
 const WRITE_DEPTH: u32 = 2;
+/// Most units merged into one replacement write.
+pub const WRITE_UNITS_MAX: u32 = 16;
 
 #[derive(Debug, Clone, Copy)]
 struct Job {
@@ -102,9 +107,19 @@ impl Dor {
             let Some(seq) = self.to_write.pop_front() else {
                 break;
             };
+            let unit = self.job(seq).unit;
+            let mut count = 1u32;
+            while count < WRITE_UNITS_MAX
+                && self.to_write.front() == Some(&(seq + u64::from(count)))
+                && self.job(seq + u64::from(count)).unit == unit + u64::from(count)
+            {
+                self.to_write.pop_front();
+                count += 1;
+            }
             self.writes_in_flight += 1;
             out.push(Action::Write {
-                unit: self.job(seq).unit,
+                unit,
+                count,
                 job: seq,
             });
         }
@@ -181,15 +196,17 @@ impl Dor {
         }
     }
 
-    /// The replacement write of job `job` completed; returns its unit, now rebuilt.
-    pub fn write_done(&mut self, job: u64) -> u64 {
+    /// The replacement write of jobs `job..job + count` completed; their units are rebuilt.
+    pub fn write_done(&mut self, job: u64, count: u32) {
         debug_assert!(self.writes_in_flight > 0);
         self.writes_in_flight -= 1;
-        let j = self.job(job);
-        j.written = true;
-        let unit = j.unit;
-        self.buffers_used -= 1;
-        self.written += 1;
+        for seq in job..job + u64::from(count) {
+            let j = self.job(seq);
+            debug_assert!(!j.written && j.reads_left == 0);
+            j.written = true;
+        }
+        self.buffers_used -= count;
+        self.written += u64::from(count);
         // Drop the jobs every reader has passed and the writer has finished.
         let slowest = self.readers.iter().map(|r| r.cursor).min().unwrap_or(0);
         while self.base < slowest && self.jobs.front().is_some_and(|j| j.written) {
@@ -197,7 +214,6 @@ impl Dor {
             self.base += 1;
         }
         debug_assert!(self.jobs.len() <= (self.buffers as usize) + self.readers.len() * 2);
-        unit
     }
 }
 
@@ -254,6 +270,11 @@ pub(super) mod tests {
             unit,
             job: unit,
         };
+        let w = |unit, count| Action::Write {
+            unit,
+            count,
+            job: unit,
+        };
         assert_eq!(out, vec![r(0, 0), r(0, 1), r(2, 0), r(2, 1)]);
         dor.read_done(0, 0);
         pump(&mut dor, &mut order, &mut th, &mut out);
@@ -263,8 +284,8 @@ pub(super) mod tests {
         );
         dor.read_done(2, 0);
         pump(&mut dor, &mut order, &mut th, &mut out);
-        assert_eq!(out, vec![Action::Write { unit: 0, job: 0 }]);
-        assert_eq!(dor.write_done(0), 0);
+        assert_eq!(out, vec![w(0, 1)]);
+        dor.write_done(0, 1);
         pump(&mut dor, &mut order, &mut th, &mut out);
         // The freed buffer lets disk 0 create job 2; disk 2 has 1 read in flight, reads it.
         assert_eq!(out, vec![r(0, 2), r(2, 2)]);
@@ -272,23 +293,17 @@ pub(super) mod tests {
             dor.read_done(d, j);
         }
         pump(&mut dor, &mut order, &mut th, &mut out);
-        assert_eq!(
-            out,
-            vec![
-                Action::Write { unit: 1, job: 1 },
-                Action::Write { unit: 2, job: 2 }
-            ]
-        );
-        dor.write_done(1);
-        dor.write_done(2);
+        // Units 1 and 2 are consecutive: one write.
+        assert_eq!(out, vec![w(1, 2)]);
+        dor.write_done(1, 2);
         pump(&mut dor, &mut order, &mut th, &mut out);
         assert_eq!(out, vec![r(0, 3), r(2, 3)]);
         dor.read_done(0, 3);
         dor.read_done(2, 3);
         pump(&mut dor, &mut order, &mut th, &mut out);
-        assert_eq!(out, vec![Action::Write { unit: 3, job: 3 }]);
+        assert_eq!(out, vec![w(3, 1)]);
         assert!(!dor.is_done());
-        dor.write_done(3);
+        dor.write_done(3, 1);
         pump(&mut dor, &mut order, &mut th, &mut out);
         assert!(out.is_empty() && dor.is_done() && dor.written() == 4);
     }

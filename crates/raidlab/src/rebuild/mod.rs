@@ -71,8 +71,8 @@ pub struct RebuildSpec {
 pub enum Action {
     /// Read `unit` (the row) from member `disk` for job `job`.
     Read { disk: u32, unit: u64, job: u64 },
-    /// Write the rebuilt `unit` to the replacement.
-    Write { unit: u64, job: u64 },
+    /// Write `count` rebuilt units from `unit` (jobs `job..job + count`) to the replacement.
+    Write { unit: u64, count: u32, job: u64 },
     /// Nothing may start before this time (rate control): call `pump` then.
     WakeAt(u64),
 }

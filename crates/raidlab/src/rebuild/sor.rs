@@ -97,7 +97,11 @@ impl Sor {
         s.reads_left -= 1;
         if s.reads_left == 0 {
             let unit = s.unit;
-            out.push(Action::Write { unit, job });
+            out.push(Action::Write {
+                unit,
+                count: 1,
+                job,
+            });
         }
     }
 
@@ -155,7 +159,14 @@ mod tests {
         sor.read_done(1, &mut out);
         assert!(out.is_empty());
         sor.read_done(1, &mut out);
-        assert_eq!(out, vec![Action::Write { unit: 1, job: 1 }]);
+        assert_eq!(
+            out,
+            vec![Action::Write {
+                unit: 1,
+                count: 1,
+                job: 1
+            }]
+        );
         assert_eq!(sor.write_done(1), 1);
         pump(&mut sor, &mut out);
         assert_eq!(out, vec![r(1, 2), r(2, 2)]);

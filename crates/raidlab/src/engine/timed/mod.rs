@@ -19,6 +19,7 @@
 
 mod arrivals;
 mod events;
+mod rebuild;
 mod sample;
 #[cfg(test)]
 mod tests;
@@ -37,6 +38,7 @@ use crate::workload::{self, Addressing, Request, RequestSource};
 use super::count::{self, Prepass, PROGRESS_EVERY};
 use arrivals::Schedule;
 use events::{EventQueue, Kind};
+use rebuild::{Owner, Rebuilder};
 use sample::Sampler;
 
 /// A user request in flight.
@@ -66,9 +68,9 @@ struct Sim<'e> {
     events: EventQueue,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
-    /// Request slot of each disk-operation token, per disk (tokens are per disk so each
+    /// Owner of each disk-operation token, per device (tokens are per device so each
     /// device's table stays as small as its own peak of operations).
-    op_slot: Vec<Vec<u32>>,
+    op_owner: Vec<Vec<Owner>>,
     free_ops: Vec<Vec<u32>>,
     plan: Plan,
     acc: Plan,
@@ -90,6 +92,10 @@ struct Sim<'e> {
     progress_mark: u64,
     /// Ramp levels checked for saturation so far.
     ramp_checked: usize,
+    /// Hot spares and the running rebuild (`rebuild.rs`).
+    rebuild: Rebuilder,
+    /// Time of the last rebuild completion (the run may outlast its last user request).
+    rebuild_end_ns: u64,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -115,6 +121,8 @@ pub fn run(
             Kind::Arrival => sim.arrival(e.time_ns)?,
             Kind::DiskDone => sim.disk_done(e.time_ns, e.a, e.b)?,
             Kind::RequestDone => sim.finish(e.time_ns, e.a)?,
+            Kind::RebuildStart => sim.rebuild_start_event(e.time_ns, e.a)?,
+            Kind::RebuildWake => sim.rebuild_wake(e.time_ns)?,
         }
         if sim.m.count.requests >= sim.progress_mark {
             sim.progress_mark += PROGRESS_EVERY;
@@ -132,10 +140,13 @@ impl<'e> Sim<'e> {
         let (capacity, pre) = count::resolve_capacity(exp, pre)?;
         let policy = read::build_in(&exp.cache.policy, capacity, Units::Blocks)?;
         let array = exp.array.as_ref().map(Array::new).transpose()?;
-        let disks = array.as_ref().map_or(1, |a| a.spec().disks) as usize;
-        let devices = (0..disks)
+        let members = array.as_ref().map_or(1, |a| a.spec().disks);
+        let rebuild = Rebuilder::new(exp, members);
+        let disks = members as usize;
+        let devices = (0..rebuild.devices())
             .map(|_| Ok(Device::new(spec.disk.build()?, spec.queue)))
             .collect::<Result<Vec<_>>>()?;
+        let n_devices = devices.len();
         let mut m = TimedMetrics::default();
         m.count.disk_reads = vec![0; disks];
         m.count.disk_writes = vec![0; disks];
@@ -150,17 +161,17 @@ impl<'e> Sim<'e> {
             policy,
             array,
             sectors_per_block: u64::from(exp.workload.block_size) / SECTOR_BYTES,
-            sampler: Sampler::new(spec.interval_ns, disks),
+            sampler: Sampler::new(spec.interval_ns, devices.len()),
             capacity_sectors: devices
                 .iter()
-                .map(|d| d.model().capacity_sectors())
+                .map(|d| rebuild.usable_sectors(d.model().capacity_sectors()))
                 .collect(),
             devices,
             events: EventQueue::with_capacity(1024),
             slots: Vec::new(),
             free_slots: Vec::new(),
-            op_slot: vec![Vec::new(); disks],
-            free_ops: vec![Vec::new(); disks],
+            op_owner: vec![Vec::new(); n_devices],
+            free_ops: vec![Vec::new(); n_devices],
             plan: Plan::default(),
             acc: Plan::default(),
             evicted: Vec::with_capacity(64),
@@ -175,6 +186,8 @@ impl<'e> Sim<'e> {
             stopped: false,
             progress_mark: PROGRESS_EVERY,
             ramp_checked: 0,
+            rebuild,
+            rebuild_end_ns: 0,
         })
     }
 
@@ -183,6 +196,7 @@ impl<'e> Sim<'e> {
         if let Some(s) = &self.schedule {
             self.sampler.set_levels(s.levels());
         }
+        self.schedule_rebuilds();
         match self.spec.driver {
             Driver::Closed { outstanding, .. } => {
                 for _ in 0..outstanding {
@@ -213,7 +227,10 @@ impl<'e> Sim<'e> {
                     let array = self.array.as_mut().expect("events need an array");
                     array.fail(disk)?;
                     self.m.failures.push((ev.at_ns, disk));
+                    self.rebuild.failed(ev.at_ns, disk);
                 }
+                // Scheduled as engine events (`Kind::RebuildStart`): they issue I/O.
+                Action::Rebuild { .. } => {}
             }
         }
         Ok(())
@@ -294,9 +311,13 @@ impl<'e> Sim<'e> {
     fn disk_done(&mut self, now: u64, disk: u32, token: u32) -> Result<()> {
         let d = disk as usize;
         self.devices[d].complete(now, token);
-        let slot = self.op_slot[d][token as usize];
+        let owner = self.op_owner[d][token as usize];
         self.free_ops[d].push(token);
         self.start_disk(now, d);
+        let slot = match owner {
+            Owner::User(slot) => slot,
+            Owner::Rebuild(tag) => return self.rebuild_done(now, tag),
+        };
         let s = &mut self.slots[slot as usize];
         debug_assert!(s.pending > 0);
         s.pending -= 1;
@@ -309,8 +330,22 @@ impl<'e> Sim<'e> {
         self.done_after(now, slot, self.spec.controller.miss_ns)
     }
 
+    /// A token of device `dev` for an operation of `owner`.
+    fn alloc_token(&mut self, dev: usize, owner: Owner) -> u32 {
+        match self.free_ops[dev].pop() {
+            Some(t) => {
+                self.op_owner[dev][t as usize] = owner;
+                t
+            }
+            None => {
+                self.op_owner[dev].push(owner);
+                (self.op_owner[dev].len() - 1) as u32
+            }
+        }
+    }
+
     fn finish_run(mut self, started: Instant) -> TimedMetrics {
-        let end = self.m.sim_ns;
+        let end = self.m.sim_ns.max(self.rebuild_end_ns);
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();
@@ -336,6 +371,9 @@ impl<'e> Sim<'e> {
                 }
             })
             .collect();
+        if self.rebuild.enabled() {
+            self.m.rebuild = Some(std::mem::take(&mut self.rebuild.metrics));
+        }
         self.m.count.metadata_bytes = self.policy.metadata_bytes() as u64;
         self.m.count.wall_ns = started.elapsed().as_nanos() as u64;
         debug_assert_eq!(

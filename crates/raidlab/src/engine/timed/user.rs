@@ -2,6 +2,7 @@
 //! cache, its misses and write-through plan become per-disk operations, and it completes
 //! when its last operation does (see `mod.rs` for the simplifications).
 
+use super::rebuild::Owner;
 use super::{Sim, Slot};
 use crate::array::{DiskOp, Plan};
 use crate::cache::read::{Access, MissCost, UniformCost};
@@ -133,7 +134,10 @@ impl<'e> Sim<'e> {
             m.misses += 1;
             if is_read {
                 match &self.array {
-                    Some(a) => a.plan_read(lba, &mut self.plan),
+                    Some(a) => {
+                        self.rebuild.user_read(a, m.requests, lba);
+                        a.plan_read(lba, &mut self.plan)
+                    }
                     None => single_disk(&mut self.plan, Op::Read, lba, 1),
                 }
                 m.miss_disk_blocks += tally(&self.plan, m);
@@ -170,18 +174,11 @@ impl<'e> Sim<'e> {
                     ),
                 ));
             }
-            let token = match self.free_ops[disk].pop() {
-                Some(t) => {
-                    self.op_slot[disk][t as usize] = slot;
-                    t
-                }
-                None => {
-                    self.op_slot[disk].push(slot);
-                    (self.op_slot[disk].len() - 1) as u32
-                }
-            };
-            self.devices[disk].submit(now, io, Class::Foreground, token);
-            self.start_disk(now, disk);
+            self.rebuild.user_op(op.disk, op.op);
+            let dev = self.rebuild.dev_of(op.disk);
+            let token = self.alloc_token(dev, Owner::User(slot));
+            self.devices[dev].submit(now, io, Class::Foreground, token);
+            self.start_disk(now, dev);
         }
         Ok(())
     }
@@ -211,6 +208,7 @@ impl<'e> Sim<'e> {
     pub(super) fn finish(&mut self, now: u64, slot: u32) -> Result<()> {
         let s = &self.slots[slot as usize];
         let latency = now - s.arrival_ns;
+        self.rebuild.user_done(s.arrival_ns, latency);
         self.m.latency.record(latency);
         if s.is_read {
             self.m.read_latency.record(latency);

@@ -1,0 +1,5 @@
+//! Closed-form reliability models.
+
+pub mod rebuild;
+
+pub use rebuild::mttdl_hours;
