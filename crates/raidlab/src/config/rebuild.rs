@@ -63,7 +63,10 @@ pub(super) fn rebuild_spec(
     };
     if let Some(mut p) = t.table("pro")? {
         let OrderSpec::Pro(spec) = &mut order else {
-            return Err(Error::config(p.key(""), "only applies to order = \"pro\""));
+            return Err(Error::config(
+                t.key("pro"),
+                "only applies to order = \"pro\"",
+            ));
         };
         spec.zone_units = p.uint("zone_units", 1, 1 << 40)?.unwrap_or(spec.zone_units);
         spec.zones_max = p
@@ -220,4 +223,175 @@ fn check_events(timed: &TimedSpec, array: &ArraySpec, spares: u32) -> Result<()>
         rebuilding[disk as usize] = true;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::from_toml;
+    use crate::error::Error;
+    use crate::rebuild::{ExecutorSpec, OrderSpec, ProSpec, RateSpec};
+
+    const BASE: &str = "[workload.synthetic]\nkind = \"uniform\"\nkeys = 4\nrequests = 1\n\
+        [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n\
+        [run]\nmode = \"timed\"\ndriver = \"closed\"\n";
+
+    fn load(extra: &str) -> Result<Vec<crate::config::Experiment>, Error> {
+        from_toml(&format!("{BASE}{extra}"), "t.toml", None)
+    }
+
+    fn key_of(extra: &str) -> (String, String) {
+        match load(extra) {
+            Err(Error::Config { key, msg }) => (key, msg),
+            other => panic!("expected a config error for {extra:?}, got {other:?}"),
+        }
+    }
+
+    const R5: &str = "[array]\nlevel = \"raid5\"\ndisks = 4\n";
+    const FAIL_REBUILD: &str =
+        "[[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 2\nrebuild = 1\n";
+
+    #[test]
+    fn defaults_and_every_key() {
+        let e = &load(&format!("{R5}[rebuild]\n{FAIL_REBUILD}")).unwrap()[0];
+        let r = e.rebuild.as_ref().unwrap();
+        assert_eq!(r.spares, 1);
+        assert_eq!(r.order, OrderSpec::Sequential);
+        assert_eq!(
+            r.executor,
+            ExecutorSpec::Dor {
+                buffers: 64,
+                depth: 2
+            }
+        );
+        assert_eq!(r.rate, RateSpec::Full);
+        assert!(r.redirect && !r.piggyback && r.extent_bytes.is_none());
+        let e = &load(&format!(
+            "{R5}[rebuild]\nspares = 2\norder = \"pro\"\nexecutor = \"sor\"\nstripes = 4\n\
+             rate = \"md\"\nmin_kib_s = 10\nmax_kib_s = 20\nredirect = false\npiggyback = true\n\
+             extent_gib = 1\nmttf_hours = 5e5\n[rebuild.pro]\nzone_units = 16\nzones_max = 4\n\
+             slice_units = 8\n{FAIL_REBUILD}"
+        ))
+        .unwrap()[0];
+        let r = e.rebuild.as_ref().unwrap();
+        assert_eq!(
+            r.order,
+            OrderSpec::Pro(ProSpec {
+                zone_units: 16,
+                zones_max: 4,
+                slice_units: 8
+            })
+        );
+        assert_eq!(r.executor, ExecutorSpec::Sor { stripes: 4 });
+        assert_eq!(
+            r.rate,
+            RateSpec::Md {
+                min_bytes_s: 10240.0,
+                max_bytes_s: 20480.0
+            }
+        );
+        assert!(!r.redirect && r.piggyback);
+        assert_eq!(r.extent_bytes, Some(1 << 30));
+        assert_eq!(r.mttf_hours, 5e5);
+    }
+
+    #[test]
+    fn bad_input_names_its_key() {
+        let cases: &[(String, &str, &str)] = &[
+            // A rebuild with no spare.
+            (format!("{R5}{FAIL_REBUILD}"), "events[1].rebuild", "no hot spare"),
+            (
+                format!("{R5}[rebuild]\nspares = 0\n{FAIL_REBUILD}"),
+                "events[1].rebuild",
+                "no hot spare",
+            ),
+            // A spare index in use, or out of range.
+            (
+                format!(
+                    "[array]\nlevel = \"raid6\"\ndisks = 5\n[rebuild]\nspares = 2\n\
+                     [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\nspare = 1\n\
+                     [[events]]\nat_s = 2\nfail = 3\n[[events]]\nat_s = 2\nrebuild = 3\nspare = 1\n"
+                ),
+                "events[3].spare",
+                "already in use",
+            ),
+            (
+                format!("{R5}[rebuild]\n[[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\nspare = 1\n"),
+                "events[1].spare",
+                "below 1",
+            ),
+            // No spare left for a second rebuild.
+            (
+                format!(
+                    "[array]\nlevel = \"raid6\"\ndisks = 5\n[rebuild]\n\
+                     [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\n\
+                     [[events]]\nat_s = 2\nfail = 3\n[[events]]\nat_s = 2\nrebuild = 3\n"
+                ),
+                "events[3].rebuild",
+                "no free hot spare",
+            ),
+            // A level without redundancy.
+            (
+                "[array]\nlevel = \"raid0\"\ndisks = 4\n[rebuild]\n".to_string(),
+                "rebuild",
+                "no redundancy",
+            ),
+            // min > max.
+            (
+                format!("{R5}[rebuild]\nrate = \"md\"\nmin_kib_s = 300\nmax_kib_s = 200\n"),
+                "rebuild.min_kib_s",
+                "exceeds the maximum",
+            ),
+            (
+                format!("{R5}[rebuild]\nmax_kib_s = 200\n"),
+                "rebuild.max_kib_s",
+                "rate = \"md\"",
+            ),
+            // Rebuilding a disk that is not failed, or twice.
+            (
+                format!("{R5}[rebuild]\n[[events]]\nat_s = 1\nrebuild = 2\n"),
+                "events[0].rebuild",
+                "not failed",
+            ),
+            (
+                format!(
+                    "{R5}[rebuild]\nspares = 2\n{FAIL_REBUILD}[[events]]\nat_s = 3\nrebuild = 1\n"
+                ),
+                "events[2].rebuild",
+                "already rebuilding",
+            ),
+            (
+                format!("{R5}[rebuild]\n[[events]]\nat_s = 1\nfail = 1\nrebuild = 1\n"),
+                "events[0].fail",
+                "one of",
+            ),
+            (
+                format!("{R5}[rebuild]\nstripes = 2\n"),
+                "rebuild.stripes",
+                "executor = \"sor\"",
+            ),
+            (
+                format!("{R5}[rebuild]\n[rebuild.pro]\nzone_units = 2\n"),
+                "rebuild.pro",
+                "order = \"pro\"",
+            ),
+            (
+                format!("{R5}[rebuild]\nordr = \"pro\"\n"),
+                "rebuild.ordr",
+                "",
+            ),
+            ("[rebuild]\n".to_string(), "rebuild", "needs an [array]"),
+        ];
+        for (extra, key, msg) in cases {
+            let (k, m) = key_of(extra);
+            assert_eq!(&k, key, "{extra}: {m}");
+            assert!(m.contains(msg), "{extra}: {m}");
+        }
+        // Counting mode has no rebuild.
+        let text = "[workload.synthetic]\nkind = \"uniform\"\nkeys = 4\nrequests = 1\n\
+            [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n[array]\ndisks = 4\n[rebuild]\n";
+        match from_toml(text, "t.toml", None) {
+            Err(Error::Config { key, .. }) => assert_eq!(key, "rebuild"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -20,6 +20,8 @@
 mod arrivals;
 mod events;
 mod rebuild;
+#[cfg(test)]
+mod rebuild_tests;
 mod sample;
 #[cfg(test)]
 mod tests;
@@ -195,6 +197,9 @@ impl<'e> Sim<'e> {
     fn start(&mut self) -> Result<()> {
         if let Some(s) = &self.schedule {
             self.sampler.set_levels(s.levels());
+        }
+        if self.rebuild.enabled() {
+            self.sampler.rebuild_progress = Some(0.0);
         }
         self.schedule_rebuilds();
         match self.spec.driver {
