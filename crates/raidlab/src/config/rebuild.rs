@@ -306,11 +306,9 @@ mod tests {
             ),
             // A spare index in use, or out of range.
             (
-                format!(
-                    "[array]\nlevel = \"raid6\"\ndisks = 5\n[rebuild]\nspares = 2\n\
+                ("[array]\nlevel = \"raid6\"\ndisks = 5\n[rebuild]\nspares = 2\n\
                      [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\nspare = 1\n\
-                     [[events]]\nat_s = 2\nfail = 3\n[[events]]\nat_s = 2\nrebuild = 3\nspare = 1\n"
-                ),
+                     [[events]]\nat_s = 2\nfail = 3\n[[events]]\nat_s = 2\nrebuild = 3\nspare = 1\n").to_string(),
                 "events[3].spare",
                 "already in use",
             ),
@@ -321,11 +319,9 @@ mod tests {
             ),
             // No spare left for a second rebuild.
             (
-                format!(
-                    "[array]\nlevel = \"raid6\"\ndisks = 5\n[rebuild]\n\
+                ("[array]\nlevel = \"raid6\"\ndisks = 5\n[rebuild]\n\
                      [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\n\
-                     [[events]]\nat_s = 2\nfail = 3\n[[events]]\nat_s = 2\nrebuild = 3\n"
-                ),
+                     [[events]]\nat_s = 2\nfail = 3\n[[events]]\nat_s = 2\nrebuild = 3\n").to_string(),
                 "events[3].rebuild",
                 "no free hot spare",
             ),
