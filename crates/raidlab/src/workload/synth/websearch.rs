@@ -111,7 +111,7 @@ impl WebSearch {
     pub fn with_cluster(mut self, cluster_bytes: u64) -> Result<WebSearch> {
         let chunks = self.sampler.n();
         let k = cluster_bytes / CHUNK_BYTES;
-        if cluster_bytes % CHUNK_BYTES != 0 || k == 0 || k > chunks {
+        if !cluster_bytes.is_multiple_of(CHUNK_BYTES) || k == 0 || k > chunks {
             return Err(bad(
                 "cluster_kib",
                 format!(
