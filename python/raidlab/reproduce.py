@@ -97,5 +97,5 @@ def reproduce(
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
         result = run_with_progress({"runs": plan.trees}, console, f.name, threads)
-        sections.append(Section(f, plan.spec, result.to_frame(), plan.skipped))
+        sections.append(Section(f, plan.spec, result.to_frame(), plan.skipped, result.series()))
     return write_report(name, sections, out_dir / name, console)
