@@ -329,7 +329,9 @@ impl<'e> Sim<'e> {
         if s.pending > 0 {
             return Ok(());
         }
-        if !s.writes.is_empty() {
+        let has_writes = !s.writes.is_empty();
+        self.rebuild_reads_done(now, slot)?;
+        if has_writes {
             return self.write_phase(now, slot);
         }
         self.done_after(now, slot, self.spec.controller.miss_ns)

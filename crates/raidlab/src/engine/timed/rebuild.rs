@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use super::events::Kind;
 use super::Sim;
-use crate::array::Array;
+use crate::array::{Array, Plan};
 use crate::config::Experiment;
 use crate::disk::{Class, DiskIo, SECTOR_BYTES};
 use crate::error::{Error, Result};
@@ -44,6 +44,8 @@ enum OpKind {
     Read(u32),
     /// A write of this many units to the replacement.
     Write(u32),
+    /// A piggybacked write of a unit a user read reconstructed.
+    Piggyback,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +114,10 @@ pub(super) struct Rebuilder {
     actions: Vec<Action>,
     /// The last request whose read of the rebuilding disk PRO was told of, and the unit.
     last_told: (u64, u64),
+    /// Units the request being looked up reconstructs whole, to write to the replacement.
+    staged: Vec<u64>,
+    /// (request slot, unit) piggybacked writes waiting for their request's reads.
+    piggy: Vec<(u32, u64)>,
     pub(super) metrics: RebuildMetrics,
 }
 
@@ -137,6 +143,8 @@ impl Rebuilder {
             free_ops: Vec::new(),
             actions: Vec::new(),
             last_told: (u64::MAX, 0),
+            staged: Vec::new(),
+            piggy: Vec::new(),
             metrics,
         }
     }
@@ -169,10 +177,12 @@ impl Rebuilder {
         self.failed_ns[disk as usize] = now;
     }
 
-    /// A user request (number `request`) read logical block `lba` from the disks: PRO's
-    /// Access Monitor, told once per unit per request.
+    /// A user request (number `request`) misses logical block `lba`, planned in `plan`. Tells
+    /// PRO's Access Monitor (once per unit per request) and, with piggybacking, turns the
+    /// reconstruction of a unit not yet rebuilt into reads of the whole unit, staging the
+    /// unit's write to the replacement.
     #[inline]
-    pub(super) fn user_read(&mut self, array: &Array, request: u64, lba: u64) {
+    pub(super) fn user_read(&mut self, array: &Array, request: u64, lba: u64, plan: &mut Plan) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
@@ -180,10 +190,28 @@ impl Rebuilder {
         if loc.disk != a.disk {
             return;
         }
-        let unit = loc.block / u64::from(array.blocks_per_stripe_unit());
-        if self.last_told != (request, unit) {
-            self.last_told = (request, unit);
-            a.order.user_read(unit);
+        let bpu = array.blocks_per_stripe_unit();
+        let unit = loc.block / u64::from(bpu);
+        if self.last_told == (request, unit) {
+            return;
+        }
+        self.last_told = (request, unit);
+        a.order.user_read(unit);
+        let piggyback = self.spec.as_ref().is_some_and(|s| s.piggyback);
+        if piggyback && array.lost(a.disk, unit) && a.order.take(unit) {
+            for op in &mut plan.ops {
+                op.block = unit * u64::from(bpu);
+                op.count = bpu;
+            }
+            self.staged.push(unit);
+        }
+    }
+
+    /// The request being issued got `slot`.
+    #[inline]
+    pub(super) fn bind(&mut self, slot: u32) {
+        for unit in self.staged.drain(..) {
+            self.piggy.push((slot, unit));
         }
     }
 
@@ -309,6 +337,33 @@ impl Sim<'_> {
         self.rebuild_pump(now)
     }
 
+    /// The read phase of user request `slot` is over: write the units it reconstructed
+    /// for piggybacking.
+    pub(super) fn rebuild_reads_done(&mut self, now: u64, slot: u32) -> Result<()> {
+        if self.rebuild.piggy.is_empty() {
+            return Ok(());
+        }
+        let mut i = 0;
+        // Bounded by the units staged by requests in flight.
+        while i < self.rebuild.piggy.len() {
+            let (s, unit) = self.rebuild.piggy[i];
+            if s != slot {
+                i += 1;
+                continue;
+            }
+            self.rebuild.piggy.swap_remove(i);
+            let a = self
+                .rebuild
+                .active
+                .as_ref()
+                .expect("a staged unit is not yet rebuilt");
+            let (spare_dev, record) = (a.spare_dev as usize, a.record);
+            self.rebuild.metrics.records[record].piggybacked += 1;
+            self.rebuild_submit(now, spare_dev, Op::Write, unit, 1, OpKind::Piggyback, 0);
+        }
+        Ok(())
+    }
+
     /// A rate-control wake-up.
     pub(super) fn rebuild_wake(&mut self, now: u64) -> Result<()> {
         self.rebuild_pump(now)
@@ -350,13 +405,6 @@ impl Sim<'_> {
             return Ok(());
         };
         let (disk, spare_dev, record) = (a.disk, a.spare_dev, a.record);
-        let bpu = u64::from(
-            self.array
-                .as_ref()
-                .expect("a rebuild needs an array")
-                .blocks_per_stripe_unit(),
-        );
-        let sectors = bpu * self.sectors_per_block;
         for &act in actions {
             let (dev, op, unit, kind, job) = match act {
                 Action::Read { disk: d, unit, job } => {
@@ -376,40 +424,67 @@ impl Sim<'_> {
             };
             debug_assert!(dev != disk as usize, "rebuild I/O on the failed device");
             let units = match kind {
-                OpKind::Read(_) => 1,
                 OpKind::Write(n) => u64::from(n),
+                _ => 1,
             };
             let rec = &mut self.rebuild.metrics.records[record];
             match op {
                 Op::Read => rec.reads += 1,
                 Op::Write => rec.writes += 1,
             }
-            let tag = match self.rebuild.free_ops.pop() {
-                Some(t) => {
-                    self.rebuild.ops[t as usize] = RebuildOp { job, unit, kind };
-                    t
-                }
-                None => {
-                    self.rebuild.ops.push(RebuildOp { job, unit, kind });
-                    (self.rebuild.ops.len() - 1) as u32
-                }
-            };
-            let io = DiskIo {
-                op,
-                sector: unit * sectors,
-                sectors: (units * sectors) as u32,
-            };
-            let token = self.alloc_token(dev, Owner::Rebuild(tag));
-            self.devices[dev].submit(now, io, Class::Rebuild, token);
-            self.start_disk(now, dev);
+            self.rebuild_submit(now, dev, op, unit, units, kind, job);
         }
         Ok(())
+    }
+
+    /// Queue one rebuild operation of `units` units from `unit` at device `dev`.
+    #[allow(clippy::too_many_arguments)]
+    fn rebuild_submit(
+        &mut self,
+        now: u64,
+        dev: usize,
+        op: Op,
+        unit: u64,
+        units: u64,
+        kind: OpKind,
+        job: u64,
+    ) {
+        let bpu = u64::from(
+            self.array
+                .as_ref()
+                .expect("a rebuild needs an array")
+                .blocks_per_stripe_unit(),
+        );
+        let sectors = bpu * self.sectors_per_block;
+        let entry = RebuildOp { job, unit, kind };
+        let tag = match self.rebuild.free_ops.pop() {
+            Some(t) => {
+                self.rebuild.ops[t as usize] = entry;
+                t
+            }
+            None => {
+                self.rebuild.ops.push(entry);
+                (self.rebuild.ops.len() - 1) as u32
+            }
+        };
+        let io = DiskIo {
+            op,
+            sector: unit * sectors,
+            sectors: (units * sectors) as u32,
+        };
+        let token = self.alloc_token(dev, Owner::Rebuild(tag));
+        self.devices[dev].submit(now, io, Class::Rebuild, token);
+        self.start_disk(now, dev);
     }
 
     /// A rebuild operation (table entry `tag`) completed at `now`.
     pub(super) fn rebuild_done(&mut self, now: u64, tag: u32) -> Result<()> {
         let op = self.rebuild.ops[tag as usize];
         self.rebuild.free_ops.push(tag);
+        if let OpKind::Piggyback = op.kind {
+            self.unit_rebuilt(now, op.unit)?;
+            return self.rebuild_pump(now);
+        }
         let Some(a) = self.rebuild.active.as_mut() else {
             return Ok(());
         };
@@ -433,6 +508,7 @@ impl Sim<'_> {
                 x.write_done(op.job);
                 n
             }
+            (OpKind::Piggyback, _) => unreachable!("handled above"),
         };
         let r = self.rebuild_issue(now, &actions);
         self.rebuild.actions = actions;

@@ -72,6 +72,7 @@ impl<'e> Sim<'e> {
             }
         }
         let slot = self.alloc_slot();
+        self.rebuild.bind(slot);
         {
             let s = &mut self.slots[slot as usize];
             s.arrival_ns = now;
@@ -135,8 +136,8 @@ impl<'e> Sim<'e> {
             if is_read {
                 match &self.array {
                     Some(a) => {
-                        self.rebuild.user_read(a, m.requests, lba);
-                        a.plan_read(lba, &mut self.plan)
+                        a.plan_read(lba, &mut self.plan);
+                        self.rebuild.user_read(a, m.requests, lba, &mut self.plan);
                     }
                     None => single_disk(&mut self.plan, Op::Read, lba, 1),
                 }
