@@ -23,7 +23,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Action, Ctx};
+use super::{Action, Ctx, Feed};
 
 /// Writes kept at the replacement at once.
 const WRITE_DEPTH: u32 = 2;
@@ -57,12 +57,7 @@ pub struct Dor {
     /// Complete jobs waiting for the writer, in completion order.
     to_write: VecDeque<u64>,
     writes_in_flight: u32,
-    /// The order has nothing more to hand out.
-    exhausted: bool,
-    created: u64,
-    written: u64,
-    /// A wake-up already asked for (rate control).
-    wake_ns: Option<u64>,
+    feed: Feed,
 }
 
 impl Dor {
@@ -77,21 +72,18 @@ impl Dor {
             buffers_used: 0,
             to_write: VecDeque::with_capacity(buffers as usize),
             writes_in_flight: 0,
-            exhausted: false,
-            created: 0,
-            written: 0,
-            wake_ns: None,
+            feed: Feed::default(),
         }
     }
 
     /// Units handed to the replacement and written.
     pub fn written(&self) -> u64 {
-        self.written
+        self.feed.units_written()
     }
 
     /// Every unit the order handed out is written and it has no more.
     pub fn is_done(&self) -> bool {
-        self.exhausted && self.written == self.created
+        self.feed.is_done()
     }
 
     fn job(&mut self, seq: u64) -> &mut Job {
@@ -100,9 +92,7 @@ impl Dor {
 
     /// Start whatever can start now.
     pub fn pump(&mut self, ctx: &mut Ctx<'_>, out: &mut Vec<Action>) {
-        if self.wake_ns.is_some_and(|t| t <= ctx.now_ns) {
-            self.wake_ns = None;
-        }
+        self.feed.wake(ctx.now_ns);
         while self.writes_in_flight < WRITE_DEPTH {
             let Some(seq) = self.to_write.pop_front() else {
                 break;
@@ -154,21 +144,13 @@ impl Dor {
 
     /// Append a job (with its buffer); `false` when none may be created now.
     fn create(&mut self, ctx: &mut Ctx<'_>, out: &mut Vec<Action>) -> bool {
-        if self.exhausted || self.buffers_used >= self.buffers || self.wake_ns.is_some() {
+        if self.buffers_used >= self.buffers {
             return false;
         }
-        let unit = match ctx.next_unit(self.created) {
-            Ok(Some(u)) => u,
-            Ok(None) => {
-                self.exhausted = true;
-                return false;
-            }
-            Err(t) => {
-                self.wake_ns = Some(t);
-                out.push(Action::WakeAt(t));
-                return false;
-            }
+        let Some((unit, seq)) = self.feed.next(ctx, out) else {
+            return false;
         };
+        debug_assert_eq!(seq, self.base + self.jobs.len() as u64);
         let reads_left = (0..ctx.survivors.disks())
             .filter(|&d| ctx.survivors.reads(unit, d))
             .count() as u32;
@@ -179,7 +161,6 @@ impl Dor {
             written: false,
         });
         self.buffers_used += 1;
-        self.created += 1;
         true
     }
 
@@ -206,7 +187,7 @@ impl Dor {
             j.written = true;
         }
         self.buffers_used -= count;
-        self.written += u64::from(count);
+        self.feed.written(u64::from(count));
         // Drop the jobs every reader has passed and the writer has finished.
         let slowest = self.readers.iter().map(|r| r.cursor).min().unwrap_or(0);
         while self.base < slowest && self.jobs.front().is_some_and(|j| j.written) {

@@ -110,6 +110,64 @@ impl Ctx<'_> {
     }
 }
 
+/// The units an executor takes from the order: how many it started and finished, whether the
+/// order is spent, and the rate-control wake-up it waits for.
+#[derive(Debug, Clone, Default)]
+pub struct Feed {
+    exhausted: bool,
+    created: u64,
+    written: u64,
+    wake_ns: Option<u64>,
+}
+
+impl Feed {
+    /// Forget a wake-up that is due (call at the start of every `pump`).
+    pub fn wake(&mut self, now_ns: u64) {
+        if self.wake_ns.is_some_and(|t| t <= now_ns) {
+            self.wake_ns = None;
+        }
+    }
+
+    /// The next unit and its job number, if the order has one and rate control allows it
+    /// now; asks for one wake-up (in `out`) when it does not.
+    pub fn next(&mut self, ctx: &mut Ctx<'_>, out: &mut Vec<Action>) -> Option<(u64, u64)> {
+        if self.exhausted || self.wake_ns.is_some() {
+            return None;
+        }
+        match ctx.next_unit(self.created) {
+            Ok(Some(u)) => {
+                self.created += 1;
+                Some((u, self.created - 1))
+            }
+            Ok(None) => {
+                self.exhausted = true;
+                None
+            }
+            Err(t) => {
+                self.wake_ns = Some(t);
+                out.push(Action::WakeAt(t));
+                None
+            }
+        }
+    }
+
+    /// `n` more units are written.
+    pub fn written(&mut self, n: u64) {
+        self.written += n;
+        debug_assert!(self.written <= self.created);
+    }
+
+    /// Units written so far.
+    pub fn units_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Every unit the order handed out is written and it has no more.
+    pub fn is_done(&self) -> bool {
+        self.exhausted && self.written == self.created
+    }
+}
+
 /// Whether member `disk` is read to rebuild unit (row) `unit` of `failed`, `lost(d)` telling
 /// which members cannot be read in that row (failed and not rebuilt).
 pub fn reads_for(

@@ -4,7 +4,7 @@
 //! a disk idles between its read of one stripe and of the next, and a stripe waits for its
 //! slowest source.
 
-use super::{Action, Ctx};
+use super::{Action, Ctx, Feed};
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
@@ -16,10 +16,7 @@ struct Slot {
 #[derive(Debug, Clone)]
 pub struct Sor {
     slots: Vec<Option<Slot>>,
-    exhausted: bool,
-    created: u64,
-    written: u64,
-    wake_ns: Option<u64>,
+    feed: Feed,
 }
 
 impl Sor {
@@ -27,19 +24,16 @@ impl Sor {
         debug_assert!(stripes >= 1);
         Sor {
             slots: vec![None; stripes as usize],
-            exhausted: false,
-            created: 0,
-            written: 0,
-            wake_ns: None,
+            feed: Feed::default(),
         }
     }
 
     pub fn written(&self) -> u64 {
-        self.written
+        self.feed.units_written()
     }
 
     pub fn is_done(&self) -> bool {
-        self.exhausted && self.written == self.created
+        self.feed.is_done()
     }
 
     fn slot(&mut self, job: u64) -> &mut Slot {
@@ -53,27 +47,14 @@ impl Sor {
 
     /// Fill every free slot with a unit, if rate control allows.
     pub fn pump(&mut self, ctx: &mut Ctx<'_>, out: &mut Vec<Action>) {
-        if self.wake_ns.is_some_and(|t| t <= ctx.now_ns) {
-            self.wake_ns = None;
-        }
+        self.feed.wake(ctx.now_ns);
         for i in 0..self.slots.len() {
-            if self.slots[i].is_some() || self.exhausted || self.wake_ns.is_some() {
+            if self.slots[i].is_some() {
                 continue;
             }
-            let unit = match ctx.next_unit(self.created) {
-                Ok(Some(u)) => u,
-                Ok(None) => {
-                    self.exhausted = true;
-                    continue;
-                }
-                Err(t) => {
-                    self.wake_ns = Some(t);
-                    out.push(Action::WakeAt(t));
-                    continue;
-                }
+            let Some((unit, job)) = self.feed.next(ctx, out) else {
+                break;
             };
-            let job = self.created;
-            self.created += 1;
             let mut reads_left = 0;
             for disk in 0..ctx.survivors.disks() {
                 if ctx.survivors.reads(unit, disk) {
@@ -114,7 +95,7 @@ impl Sor {
             .expect("a completion names a job in flight");
         let s = self.slots[i].take().expect("found above");
         debug_assert_eq!(s.reads_left, 0);
-        self.written += 1;
+        self.feed.written(1);
         s.unit
     }
 }
