@@ -24,7 +24,7 @@ CONFIG = """
 [workload.synthetic]
 kind = "websearch"
 requests = {requests}
-space_gib = 1024.0
+space_gib = {space}
 mean_interarrival_ms = 3.7
 seed = 42
 [cache]
@@ -90,7 +90,9 @@ def main() -> None:
     )
     print(f"{'order':11} {'rebuild (sim)':>14} {'wall s':>8} {'sim/wall':>9} {'events/s':>12} {'MiB/s':>7} {'during ms':>10}")
     for order in ["sequential", "pro"]:
-        text = CONFIG.format(requests=requests, chunk=args.chunk_kib * 1024, order=order, extent=extent)
+        # 1 TiB of the array's 7.3 TiB, or all of it with a smaller extent.
+        space = min(1024.0, 8 * size_gib)
+        text = CONFIG.format(requests=requests, chunk=args.chunk_kib * 1024, order=order, extent=extent, space=space)
         best = None
         for _ in range(args.repeat):
             m = measure(text)
