@@ -60,6 +60,10 @@ def plot_series(frame: Any, series: Any, spec: dict[str, Any], path: Path) -> li
                     ha="right",
                     color=color,
                 )
+    ends = runs["rebuild_end_s"].dropna() if "rebuild_end_s" in runs else []
+    if len(ends):
+        # The rebuild window and a little of the after, not the whole run.
+        ax.set_xlim(0, float(max(ends)) * 1.3)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(f"{y} (per interval)")
     ax2.set_ylabel("rebuild progress (dotted)")
