@@ -108,3 +108,29 @@ def test_bad_input_names_the_key_and_exits_2(tmp_path, capsys, text: str, key: s
     assert e.value.key == key, str(e.value)
     assert main(["run", str(p)]) == 2
     assert key in capsys.readouterr().err
+
+
+def test_reproduce_writes_tables_and_the_series_plot(tmp_path) -> None:
+    from rich.console import Console
+
+    from raidlab.reproduce import reproduce
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    report = """
+[report]
+rows = ["array.disks"]
+columns = "rebuild.order"
+values = ["rebuild_s", "during_latency_mean_ms"]
+compare = [["sequential", "pro"]]
+[report.series]
+where = { "array.disks" = 4 }
+by = "rebuild.order"
+[sweep]
+"rebuild.order" = ["sequential", "pro"]
+"""
+    (exp / "tiny.toml").write_text(report + BASE.format(rebuild="").replace("requests = 30000", "requests = 8000"))
+    out = reproduce("tiny", experiments_dir=exp, out_dir=tmp_path / "out", console=Console(quiet=True))
+    page = out.read_text()
+    assert "tiny-series.png" in page and (out.parent / "tiny-series.png").stat().st_size > 0
+    assert "rebuild_s" in page and "during_latency_mean_ms" in page
