@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_count.py
 	$(VPY) benches/bench_timed.py
 	$(VPY) benches/bench_xray.py
+	$(VPY) benches/bench_rebuild.py
 
 clean:
 	rm -rf $(VENV) target results

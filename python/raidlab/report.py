@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from raidlab import _core
+from raidlab.series_plot import plot_series
 
 
 @dataclass
@@ -21,7 +22,29 @@ class Section:
     spec: dict[str, Any]
     frame: Any  # pandas.DataFrame, or None when every run was skipped
     skipped: list[str]
-    series: Any = None  # every run's time series (pandas.DataFrame with ``name``), if any
+    series: Any = None  # the runs' time series (``Result.series()``), for ``[report.series]``
+
+
+def per_value(sections: list[Section]) -> list[Section]:
+    """One section per metric of a ``values = [...]`` list (as if each were ``value``); the
+    time-series plot goes with the first."""
+    out = []
+    for s in sections:
+        values = s.spec.get("values")
+        if not values:
+            out.append(s)
+            continue
+        better = s.spec.get("better", "lower")
+        for i, v in enumerate(values):
+            # ``better`` may list one direction per value.
+            b = better[i] if isinstance(better, list) else better
+            spec = {**s.spec, "value": v, "better": b, "suffix": f"-{v}", "title": f"{s.spec.get('title', s.file.stem)}: {v}"}
+            if i:
+                spec.pop("series", None)
+                spec.pop("series_plot", None)
+                spec.pop("table", None)
+            out.append(Section(s.file, spec, s.frame, [] if i else s.skipped, s.series))
+    return out
 
 
 def pivot(frame: Any, spec: dict[str, Any]) -> Any:
@@ -165,7 +188,7 @@ def console_table(df: Any, title: str, fmt: str) -> Table:
 def write_report(name: str, sections: list[Section], out: Path, console: Console) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     body = [f"<h1>raidlab reproduction: {html.escape(name)}</h1>", f"<p>raidlab {_core.__version__}</p>"]
-    for s in sections:
+    for s in per_value(sections):
         stem = s.file.stem
         title = s.spec.get("title", stem)
         body.append(f"<h2>{html.escape(title)}</h2><p>from <code>experiments/{html.escape(s.file.name)}</code></p>")
@@ -182,15 +205,10 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         body.extend(extra_views(s, out, title, console))
         if "rows" not in s.spec or "columns" not in s.spec:
             continue
-        # ``values`` lists several metrics: the first is the one compared, each gets a table.
-        if "values" in s.spec and "value" not in s.spec:
-            s.spec["value"] = s.spec["values"][0]
         table = pivot(s.frame, s.spec)
         value = s.spec.get("value", "rgr")
-        for v in s.spec.get("values", [value]):
-            t = table if v == value else pivot(s.frame, {**s.spec, "value": v})
-            console.print(console_table(t, f"{title}: {v}", "{:.4f}"))
-            body.append(f"<h3>{html.escape(v)}</h3>" + t.to_html(float_format="%.4f"))
+        console.print(console_table(table, f"{title}: {value}", "{:.4f}"))
+        body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
         pairs = s.spec.get("compare", [])
         if pairs:
             higher = s.spec.get("better", "lower") == "higher"
@@ -218,10 +236,11 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             for c, best, med, k, n in summary(avoid):
                 console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
         if "plot_x" in s.spec:
-            for v in s.spec.get("values", [value]):
-                name = stem if v == value else f"{stem}-{v}"
-                for png in plot(s.frame, {**s.spec, "value": v}, out / f"{name}.png"):
-                    body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
+            for png in plot(s.frame, s.spec, out / f"{stem}{s.spec.get('suffix', '')}.png"):
+                body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
+        if "series" in s.spec and s.series is not None:
+            for png in plot_series(s.frame, s.series, s.spec["series"], out / f"{stem}-series.png"):
+                body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
     style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title><style>{style}</style></head><body>{''.join(body)}</body></html>"
     report = out / "report.html"

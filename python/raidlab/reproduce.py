@@ -97,6 +97,7 @@ def reproduce(
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
         result = run_with_progress({"runs": plan.trees}, console, f.name, threads)
-        series = result.series() if "series_plot" in plan.spec else None
+        wants_series = "series_plot" in plan.spec or "series" in plan.spec
+        series = result.series() if wants_series else None
         sections.append(Section(f, plan.spec, result.to_frame(), plan.skipped, series))
     return write_report(name, sections, out_dir / name, console)

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod host;
 pub mod metrics;
+pub mod rebuild;
 pub mod reliability;
 pub mod workload;
 

@@ -17,7 +17,7 @@ mod mode;
 mod plan;
 
 pub use layout::{Geometry, Layout, Level, Location, ParityDisks, Role, MAX_DISKS};
-pub use mode::Mode;
+pub use mode::{ArrayState, Mode};
 pub use plan::{DiskOp, Plan};
 
 use crate::cache::read::MissCost;
@@ -113,6 +113,46 @@ impl Array {
         Ok(())
     }
 
+    /// Start rebuilding failed `disk` (`units` rows) onto a replacement (see `mode.rs`).
+    pub fn start_rebuild(
+        &mut self,
+        disk: u32,
+        units: u64,
+        redirect: bool,
+        key: &str,
+    ) -> Result<()> {
+        self.mode.start_rebuild(disk, units, redirect, key)
+    }
+
+    /// Row `row` of rebuilding `disk` is on the replacement.
+    #[inline]
+    pub fn mark_rebuilt(&mut self, disk: u32, row: u64) {
+        self.mode.mark_rebuilt(disk, row);
+    }
+
+    /// The rebuild of `disk` is complete: it is a normal member again.
+    pub fn finish_rebuild(&mut self, disk: u32) {
+        self.mode.finish_rebuild(disk);
+        self.spec.failed.retain(|&d| d != disk);
+        cost::penalties(&self.geo, &self.mode, &mut self.penalty);
+    }
+
+    /// Normal, degraded or rebuilding.
+    pub fn state(&self) -> ArrayState {
+        self.mode.state()
+    }
+
+    /// Whether `row` of `disk` is lost (failed and not rebuilt).
+    #[inline]
+    pub fn lost(&self, disk: u32, row: u64) -> bool {
+        self.mode.lost(disk, row)
+    }
+
+    /// The rebuild progress of `disk`, while it is rebuilding.
+    pub fn rebuilding(&self, disk: u32) -> Option<&crate::rebuild::UnitMap> {
+        self.mode.rebuilding(disk)
+    }
+
     /// Whether `disk` is failed.
     #[inline]
     pub fn is_failed(&self, disk: u32) -> bool {
@@ -190,5 +230,7 @@ impl MissCost for Array {
 
 #[cfg(test)]
 mod props;
+#[cfg(test)]
+mod rebuild_tests;
 #[cfg(test)]
 mod tests;

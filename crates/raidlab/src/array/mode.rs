@@ -1,7 +1,25 @@
-//! Failed-disk state of an array and the rule for which failure sets a level survives.
+//! Failed-disk state of an array, the rule for which failure sets a level survives, and the
+//! rebuild state of failed disks.
+//!
+//! A member is normal, failed (degraded: its units are reconstructed from the survivors), or
+//! rebuilding onto a replacement: then each of its units (rows) is either rebuilt — the
+//! replacement holds it, and it is read and written there like a healthy disk's — or not yet,
+//! and behaves as failed. [`Mode::lost`] answers per row; the planners use it everywhere, so
+//! a write to a rebuilt row keeps the replacement current and a write to a row not yet
+//! rebuilt follows the degraded plan. Finishing the rebuild makes the member normal again.
 
 use super::layout::Level;
 use crate::error::{Error, Result};
+use crate::rebuild::UnitMap;
+
+/// The array as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArrayState {
+    Normal,
+    /// A member is failed and none is rebuilding.
+    Degraded,
+    Rebuilding,
+}
 
 /// Which disks are failed. Dense per-disk flags keep `is_failed` O(1) on the hot path; the
 /// ordered list keeps the order in which disks failed (for reporting and for `ArraySpec`).
@@ -9,6 +27,10 @@ use crate::error::{Error, Result};
 pub struct Mode {
     mask: Vec<bool>,
     order: Vec<u32>,
+    /// Per disk, while it is rebuilding: its units already on the replacement.
+    rebuilt: Vec<Option<UnitMap>>,
+    /// Reads of rebuilt units go to the replacement (otherwise they still reconstruct).
+    redirect: bool,
 }
 
 impl Mode {
@@ -17,13 +39,92 @@ impl Mode {
         Mode {
             mask: vec![false; disks as usize],
             order: Vec::new(),
+            rebuilt: vec![None; disks as usize],
+            redirect: true,
         }
     }
 
-    /// Whether `disk` is failed (`false` for an index out of range).
+    /// Whether `disk` is failed (`false` for an index out of range). A rebuilding disk is
+    /// failed until its rebuild finishes.
     #[inline]
     pub fn is_failed(&self, disk: u32) -> bool {
         self.mask.get(disk as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether `row` of `disk` cannot be read or written: the disk is failed and the row is
+    /// not rebuilt.
+    #[inline]
+    pub fn lost(&self, disk: u32, row: u64) -> bool {
+        self.is_failed(disk)
+            && !self.rebuilt[disk as usize]
+                .as_ref()
+                .is_some_and(|m| m.get(row))
+    }
+
+    /// Whether a read of `row` on `disk` must reconstruct: lost, or rebuilt while reads are
+    /// not redirected to the replacement.
+    #[inline]
+    pub fn lost_for_read(&self, disk: u32, row: u64) -> bool {
+        self.is_failed(disk) && (!self.redirect || self.lost(disk, row))
+    }
+
+    /// The rebuild progress of `disk`, while it is rebuilding.
+    pub fn rebuilding(&self, disk: u32) -> Option<&UnitMap> {
+        self.rebuilt.get(disk as usize)?.as_ref()
+    }
+
+    pub fn state(&self) -> ArrayState {
+        if self.order.is_empty() {
+            ArrayState::Normal
+        } else if self.rebuilt.iter().any(Option::is_some) {
+            ArrayState::Rebuilding
+        } else {
+            ArrayState::Degraded
+        }
+    }
+
+    /// Start rebuilding failed `disk` (`units` rows) onto a replacement; reads of rebuilt
+    /// rows go to it when `redirect`. `key` names the config entry for errors.
+    pub fn start_rebuild(
+        &mut self,
+        disk: u32,
+        units: u64,
+        redirect: bool,
+        key: &str,
+    ) -> Result<()> {
+        if !self.is_failed(disk) {
+            return Err(Error::config(
+                key,
+                format!("disk {disk} is not failed, so there is nothing to rebuild"),
+            ));
+        }
+        if self.rebuilt[disk as usize].is_some() {
+            return Err(Error::config(
+                key,
+                format!("disk {disk} is already rebuilding"),
+            ));
+        }
+        self.rebuilt[disk as usize] = Some(UnitMap::new(units));
+        self.redirect = redirect;
+        Ok(())
+    }
+
+    /// `row` of rebuilding `disk` is now on the replacement.
+    pub fn mark_rebuilt(&mut self, disk: u32, row: u64) {
+        let m = self.rebuilt[disk as usize]
+            .as_mut()
+            .expect("only a rebuilding disk has rows rebuilt");
+        m.set(row);
+    }
+
+    /// The rebuild of `disk` is complete: the replacement is a normal member.
+    pub fn finish_rebuild(&mut self, disk: u32) {
+        debug_assert!(self.rebuilt[disk as usize]
+            .as_ref()
+            .is_some_and(UnitMap::is_full));
+        self.rebuilt[disk as usize] = None;
+        self.mask[disk as usize] = false;
+        self.order.retain(|&d| d != disk);
     }
 
     /// Failed disks in the order they failed.

@@ -105,12 +105,14 @@ impl Plan {
     }
 }
 
-/// Plan the read of `lba`: one op on its disk when that disk is healthy, otherwise the
-/// reconstruction reads (see `docs/array.md`).
+/// Plan the read of `lba`: one op on its disk when that disk can serve it, otherwise the
+/// reconstruction reads (see `docs/array.md`). While a disk rebuilds, its rebuilt rows are
+/// read from the replacement (redirection) and the others reconstruct.
 pub fn plan_read(geo: &Geometry, mode: &Mode, lba: u64, plan: &mut Plan) {
     plan.ops.clear();
     let loc = geo.locate(lba);
-    if !mode.is_failed(loc.disk) {
+    let row = loc.block / u64::from(geo.blocks_per_stripe_unit());
+    if !mode.lost_for_read(loc.disk, row) {
         plan.push(loc.disk, Op::Read, loc.block, 1);
         return;
     }
@@ -119,33 +121,38 @@ pub fn plan_read(geo: &Geometry, mode: &Mode, lba: u64, plan: &mut Plan) {
         // Unreachable in a valid array (RAID-0 survives no failure); plan nothing.
         Level::Raid0 => {}
         Level::Raid1 => {
-            // The next healthy copy after the preferred one, cyclically.
+            // The next readable copy after the preferred one, cyclically.
             if let Some(d) = (1..n)
                 .map(|i| (loc.disk + i) % n)
-                .find(|&d| !mode.is_failed(d))
+                .find(|&d| !mode.lost_for_read(d, row))
             {
                 plan.push(d, Op::Read, loc.block, 1);
             }
         }
         Level::Raid10 => {
             let partner = loc.disk ^ 1;
-            debug_assert!(!mode.is_failed(partner));
+            debug_assert!(!mode.lost_for_read(partner, row));
             plan.push(partner, Op::Read, loc.block, 1);
         }
         Level::Raid5 | Level::Raid6 => {
-            // RAID-5 reads every survivor. RAID-6 with this disk the only failure rebuilds from
-            // P (skipping Q, n-2 reads); with two failures it needs all n-2 survivors anyway.
-            let skip_q = geo.level() == Level::Raid6 && mode.failed().len() == 1;
+            // RAID-5 reads every survivor. RAID-6 with this disk the only loss in the row
+            // rebuilds from P (skipping Q, n-2 reads); with two it needs all n-2 survivors.
+            let lost_here = mode
+                .failed()
+                .iter()
+                .filter(|&&d| mode.lost_for_read(d, row))
+                .count();
+            let skip_q = geo.level() == Level::Raid6 && lost_here == 1;
             let q = geo.parity_disks(geo.stripe_of(lba)).q;
             for d in 0..n {
-                if d == loc.disk || mode.is_failed(d) || (skip_q && Some(d) == q) {
+                if d == loc.disk || mode.lost_for_read(d, row) || (skip_q && Some(d) == q) {
                     continue;
                 }
                 plan.push(d, Op::Read, loc.block, 1);
             }
         }
     }
-    debug_assert!(plan.ops.iter().all(|o| !mode.is_failed(o.disk)));
+    debug_assert!(plan.ops.iter().all(|o| !mode.lost_for_read(o.disk, row)));
 }
 
 /// Blocks of one row written by a request: data slots `first_slot..=last_slot`; the first
@@ -236,7 +243,7 @@ pub fn plan_write(geo: &Geometry, mode: &Mode, first: u64, count: u64, plan: &mu
         }
     }
     plan.normalize();
-    debug_assert!(plan.ops.iter().all(|o| !mode.is_failed(o.disk)));
+    debug_assert!(plan.ops.iter().all(|o| !mode.lost(o.disk, o.block / bpu64)));
 }
 
 /// RAID-0 and mirrors: write every written unit to each healthy copy.
@@ -248,7 +255,7 @@ fn plain_row(geo: &Geometry, mode: &Mode, w: &RowWrite, plan: &mut Plan) {
         let hi = if slot == w.last_slot { w.end } else { bpu };
         let (first, copies) = geo.copies(w.row, slot);
         for d in first..first + copies {
-            if !mode.is_failed(d) {
+            if !mode.lost(d, w.row) {
                 plan.push(d, Op::Write, base + u64::from(lo), hi - lo);
             }
         }
@@ -264,12 +271,15 @@ fn parity_row(geo: &Geometry, mode: &Mode, w: &RowWrite, plan: &mut Plan) {
     let live_parity = [par.p, par.q]
         .into_iter()
         .flatten()
-        .filter(|&d| !mode.is_failed(d))
+        .filter(|&d| !mode.lost(d, w.row))
         .count() as u64;
     // Failed data slots of this row (at most two, since RAID-6 survives two failures).
     let mut lost = [u32::MAX; 2];
     let mut n_lost = 0usize;
     for &d in mode.failed() {
+        if !mode.lost(d, w.row) {
+            continue;
+        }
         if let Role::Data(slot) = geo.role(w.row, d) {
             if n_lost < 2 {
                 lost[n_lost] = slot;
@@ -316,7 +326,7 @@ fn parity_row(geo: &Geometry, mode: &Mode, w: &RowWrite, plan: &mut Plan) {
             },
         };
         for d in 0..n {
-            if mode.is_failed(d) {
+            if mode.lost(d, w.row) {
                 continue;
             }
             let (read, write) = match geo.role(w.row, d) {

@@ -16,6 +16,7 @@ mod bursty;
 mod disk;
 mod host;
 mod overlay;
+mod rebuild;
 mod reliability;
 mod tables;
 mod timed;
@@ -106,6 +107,8 @@ pub struct Experiment {
     /// The host file-system model of a two-level run (`[host]`), replaying
     /// `[workload.files]` above the read cache.
     pub host: Option<crate::host::HostSpec>,
+    /// Hot spares and how a failed disk is rebuilt (timed mode, `[rebuild]`).
+    pub rebuild: Option<crate::rebuild::RebuildSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -336,6 +339,7 @@ fn experiment(
         base_dir,
     )?;
     let host = root.table("host")?.map(host::host_spec).transpose()?;
+    let rebuild = rebuild::rebuild_spec(root.table("rebuild")?, timed.as_ref(), array.as_ref())?;
     root.finish()?;
     host::check(
         host.as_ref(),
@@ -385,6 +389,7 @@ fn experiment(
         run,
         timed,
         host,
+        rebuild,
         tree: tree.clone(),
     })
 }

@@ -141,6 +141,7 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
                 requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(1_000_000),
                 mean_interarrival_ns: (mean_ms * 1e6).round().max(1.0) as u64,
                 seed,
+                cluster_bytes: t.uint("cluster_kib", 32, 1 << 30)?.unwrap_or(32) << 10,
             }
         }
         Some("bursty") => super::bursty::bursty_spec(&mut t, seed)?,

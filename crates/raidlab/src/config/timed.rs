@@ -56,6 +56,9 @@ pub struct Event {
 pub enum Action {
     /// The disk fails: no more operations go to it and reads of its blocks reconstruct.
     Fail(u32),
+    /// Start rebuilding the failed disk onto a hot spare (`spare`: its index among the
+    /// spares; the lowest free one when `None`). Checked in `rebuild.rs`.
+    Rebuild { disk: u32, spare: Option<u32> },
 }
 
 /// Everything timed mode needs beyond the counting-mode experiment.
@@ -272,11 +275,17 @@ fn events_list(list: Option<Vec<Table<'_>>>, array: Option<&ArraySpec>) -> Resul
                 ));
             }
         }
+        if t.has("rebuild") {
+            let action = super::rebuild::event_action(&mut t)?;
+            t.finish()?;
+            out.push(Event { at_ns, action });
+            continue;
+        }
         let fail_key = t.key("fail");
         let disk = t.uint("fail", 0, u32::MAX as u64)?.ok_or_else(|| {
             Error::config(
                 &fail_key,
-                format!("missing; expected one of {}", quoted(&["fail"])),
+                format!("missing; expected one of {}", quoted(&["fail", "rebuild"])),
             )
         })? as u32;
         let array = probe

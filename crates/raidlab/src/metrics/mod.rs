@@ -4,9 +4,11 @@
 //! host time, which is reported for speed and excluded from result comparisons.
 
 pub mod latency;
+pub mod rebuild;
 pub mod timed;
 
 pub use latency::Latency;
+pub use rebuild::{RebuildMetrics, RebuildRecord};
 pub use timed::{DiskMetrics, RampPoint, Series, TimedMetrics, SERIES_ROWS_MAX};
 
 use serde_json::{json, Map, Value};

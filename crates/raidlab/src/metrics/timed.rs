@@ -52,6 +52,9 @@ pub struct Series {
     pub util: Vec<Vec<f64>>,
     /// Mean operations present at each disk in the interval: `queue[disk][row]`.
     pub queue: Vec<Vec<f64>>,
+    /// Fraction of the running (or last) rebuild's units rebuilt at the end of each
+    /// interval; empty without `[rebuild]`.
+    pub rebuild_progress: Vec<f64>,
     /// Rows dropped after [`SERIES_ROWS_MAX`].
     pub truncated: bool,
 }
@@ -67,6 +70,9 @@ impl Series {
         m.insert("iops".into(), json!(self.iops));
         m.insert("mean_ms".into(), json!(self.mean_ms));
         m.insert("outstanding".into(), json!(self.outstanding));
+        if !self.rebuild_progress.is_empty() {
+            m.insert("rebuild_progress".into(), json!(self.rebuild_progress));
+        }
         for (d, col) in self.util.iter().enumerate() {
             m.insert(format!("util_{d}"), json!(col));
         }
@@ -97,6 +103,8 @@ pub struct TimedMetrics {
     pub failures: Vec<(u64, u32)>,
     pub series: Series,
     pub ramp: Vec<RampPoint>,
+    /// Rebuilds and the response times around them (with `[rebuild]`).
+    pub rebuild: Option<super::RebuildMetrics>,
 }
 
 impl TimedMetrics {
@@ -159,6 +167,9 @@ impl TimedMetrics {
                     .collect(),
             ),
         );
+        if let Some(r) = &self.rebuild {
+            r.put(m);
+        }
         m.insert("series_truncated".into(), json!(self.series.truncated));
         m.insert("series".into(), self.series.to_json());
         m.insert(

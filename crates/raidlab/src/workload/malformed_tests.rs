@@ -146,7 +146,7 @@ proptest! {
         let specs = [
             SynthSpec::Zipf { keys, alpha, requests: 200, seed },
             SynthSpec::Uniform { keys, requests: 200, seed },
-            SynthSpec::WebSearch { space_bytes: keys.max(10) << 15, requests: 200, mean_interarrival_ns: 3_700_000, seed },
+            SynthSpec::WebSearch { space_bytes: keys.max(10) << 15, requests: 200, mean_interarrival_ns: 3_700_000, seed, cluster_bytes: 32768 },
         ];
         for spec in specs {
             let spec = WorkloadSpec { source: SourceSpec::Synthetic(spec), ops: OpsFilter::All, limit: None, block_size: 4096, device: None, split: true };
@@ -200,6 +200,7 @@ fn generator_outputs_are_pinned() {
         requests: 10,
         mean_interarrival_ns: 3_700_000,
         seed: 1,
+        cluster_bytes: 32768,
     });
     assert_eq!(z, [(0, 94, 0), (0, 481, 0), (0, 919, 0)]);
     assert_eq!(u, [(0, 876, 0), (0, 682, 0), (0, 336, 0)]);

@@ -218,6 +218,9 @@ pub enum SynthSpec {
         /// Mean of the exponential inter-arrival time.
         mean_interarrival_ns: u64,
         seed: u64,
+        /// Bytes of one popularity cluster: consecutive Zipf ranks stay together in
+        /// clusters of this size (32 KiB, one chunk, scatters every chunk).
+        cluster_bytes: u64,
     },
     /// The RAPID-Cache paper's bursty generator with LRU history tables (`synth/bursty.rs`).
     Bursty(synth::BurstySpec),

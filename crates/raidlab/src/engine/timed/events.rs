@@ -21,6 +21,10 @@ pub enum Kind {
     DiskDone,
     /// A user request completes after the controller's overhead: `a` = request slot.
     RequestDone,
+    /// A `rebuild` event of the config: `a` = its index in `[[events]]`.
+    RebuildStart,
+    /// The rebuild's rate control lets it go on.
+    RebuildWake,
 }
 
 /// A fired event.

@@ -19,23 +19,28 @@
 
 mod arrivals;
 mod events;
+mod rebuild;
+#[cfg(test)]
+mod rebuild_tests;
 mod sample;
 #[cfg(test)]
 mod tests;
+mod user;
 
 use std::time::Instant;
 
 use crate::array::{Array, DiskOp, Plan};
-use crate::cache::read::{self, Access, MissCost, ReadPolicy, UniformCost, Units};
-use crate::config::{Action, Driver, Experiment, TimedSpec, Writes};
-use crate::disk::{Class, Device, DiskIo, SECTOR_BYTES};
+use crate::cache::read::{self, ReadPolicy, Units};
+use crate::config::{Action, Driver, Experiment, TimedSpec};
+use crate::disk::{Device, SECTOR_BYTES};
 use crate::error::{Error, Result};
 use crate::metrics::{DiskMetrics, TimedMetrics};
-use crate::workload::{self, Addressing, Op, Request, RequestSource};
+use crate::workload::{self, Addressing, Request, RequestSource};
 
-use super::count::{self, tally, Prepass, PROGRESS_EVERY};
+use super::count::{self, Prepass, PROGRESS_EVERY};
 use arrivals::Schedule;
 use events::{EventQueue, Kind};
+use rebuild::{Owner, Rebuilder};
 use sample::Sampler;
 
 /// A user request in flight.
@@ -65,9 +70,9 @@ struct Sim<'e> {
     events: EventQueue,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
-    /// Request slot of each disk-operation token, per disk (tokens are per disk so each
+    /// Owner of each disk-operation token, per device (tokens are per device so each
     /// device's table stays as small as its own peak of operations).
-    op_slot: Vec<Vec<u32>>,
+    op_owner: Vec<Vec<Owner>>,
     free_ops: Vec<Vec<u32>>,
     plan: Plan,
     acc: Plan,
@@ -89,6 +94,10 @@ struct Sim<'e> {
     progress_mark: u64,
     /// Ramp levels checked for saturation so far.
     ramp_checked: usize,
+    /// Hot spares and the running rebuild (`rebuild.rs`).
+    rebuild: Rebuilder,
+    /// Time of the last rebuild completion (the run may outlast its last user request).
+    rebuild_end_ns: u64,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -114,6 +123,8 @@ pub fn run(
             Kind::Arrival => sim.arrival(e.time_ns)?,
             Kind::DiskDone => sim.disk_done(e.time_ns, e.a, e.b)?,
             Kind::RequestDone => sim.finish(e.time_ns, e.a)?,
+            Kind::RebuildStart => sim.rebuild_start_event(e.time_ns, e.a)?,
+            Kind::RebuildWake => sim.rebuild_wake(e.time_ns)?,
         }
         if sim.m.count.requests >= sim.progress_mark {
             sim.progress_mark += PROGRESS_EVERY;
@@ -131,10 +142,13 @@ impl<'e> Sim<'e> {
         let (capacity, pre) = count::resolve_capacity(exp, pre)?;
         let policy = read::build_in(&exp.cache.policy, capacity, Units::Blocks)?;
         let array = exp.array.as_ref().map(Array::new).transpose()?;
-        let disks = array.as_ref().map_or(1, |a| a.spec().disks) as usize;
-        let devices = (0..disks)
+        let members = array.as_ref().map_or(1, |a| a.spec().disks);
+        let rebuild = Rebuilder::new(exp, members);
+        let disks = members as usize;
+        let devices = (0..rebuild.devices())
             .map(|_| Ok(Device::new(spec.disk.build()?, spec.queue)))
             .collect::<Result<Vec<_>>>()?;
+        let n_devices = devices.len();
         let mut m = TimedMetrics::default();
         m.count.disk_reads = vec![0; disks];
         m.count.disk_writes = vec![0; disks];
@@ -149,17 +163,17 @@ impl<'e> Sim<'e> {
             policy,
             array,
             sectors_per_block: u64::from(exp.workload.block_size) / SECTOR_BYTES,
-            sampler: Sampler::new(spec.interval_ns, disks),
+            sampler: Sampler::new(spec.interval_ns, devices.len()),
             capacity_sectors: devices
                 .iter()
-                .map(|d| d.model().capacity_sectors())
+                .map(|d| rebuild.usable_sectors(d.model().capacity_sectors()))
                 .collect(),
             devices,
             events: EventQueue::with_capacity(1024),
             slots: Vec::new(),
             free_slots: Vec::new(),
-            op_slot: vec![Vec::new(); disks],
-            free_ops: vec![Vec::new(); disks],
+            op_owner: vec![Vec::new(); n_devices],
+            free_ops: vec![Vec::new(); n_devices],
             plan: Plan::default(),
             acc: Plan::default(),
             evicted: Vec::with_capacity(64),
@@ -174,6 +188,8 @@ impl<'e> Sim<'e> {
             stopped: false,
             progress_mark: PROGRESS_EVERY,
             ramp_checked: 0,
+            rebuild,
+            rebuild_end_ns: 0,
         })
     }
 
@@ -182,6 +198,10 @@ impl<'e> Sim<'e> {
         if let Some(s) = &self.schedule {
             self.sampler.set_levels(s.levels());
         }
+        if self.rebuild.enabled() {
+            self.sampler.rebuild_progress = Some(0.0);
+        }
+        self.schedule_rebuilds();
         match self.spec.driver {
             Driver::Closed { outstanding, .. } => {
                 for _ in 0..outstanding {
@@ -212,7 +232,10 @@ impl<'e> Sim<'e> {
                     let array = self.array.as_mut().expect("events need an array");
                     array.fail(disk)?;
                     self.m.failures.push((ev.at_ns, disk));
+                    self.rebuild.failed(ev.at_ns, disk);
                 }
+                // Scheduled as engine events (`Kind::RebuildStart`): they issue I/O.
+                Action::Rebuild { .. } => {}
             }
         }
         Ok(())
@@ -282,178 +305,6 @@ impl<'e> Sim<'e> {
         }
     }
 
-    fn alloc_slot(&mut self) -> u32 {
-        match self.free_slots.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(Slot::default());
-                (self.slots.len() - 1) as u32
-            }
-        }
-    }
-
-    /// A user request arrives at `now`.
-    fn issue(&mut self, now: u64, req: &Request) -> Result<()> {
-        if self.outstanding >= u64::from(self.spec.outstanding_max) {
-            if matches!(self.spec.driver, Driver::Ramp { .. }) {
-                // The level cannot keep up: mark it and end the ramp there.
-                self.sampler.saturate(now);
-                if let Some(s) = self.schedule.as_mut() {
-                    s.stop_after(now);
-                }
-                self.stopped = true;
-                return Ok(());
-            }
-            return Err(Error::config(
-                "run.outstanding_max",
-                format!(
-                    "{} requests in flight at {:.3} s: the offered load exceeds what the array \
-                     serves; lower it (run.time_scale, run.iops) or raise outstanding_max",
-                    self.outstanding,
-                    now as f64 / 1e9
-                ),
-            ));
-        }
-        let m = &mut self.m.count;
-        m.requests += 1;
-        let is_read = req.op == Op::Read;
-        if is_read {
-            m.read_requests += 1;
-        } else {
-            m.write_requests += 1;
-        }
-        let (first, count) = self.exp.workload.span(req, self.addressing);
-        m.block_requests += count;
-        if is_read {
-            m.read_blocks += count;
-        } else {
-            m.write_blocks += count;
-        }
-        self.acc.ops.clear();
-        let writes = self.exp.cache.writes;
-        if is_read || writes == Writes::Access {
-            self.lookup(first, count, is_read);
-        } else if writes == Writes::Invalidate {
-            for lba in first..first + count {
-                self.m.count.invalidations += u64::from(self.policy.remove(lba));
-            }
-        }
-        let slot = self.alloc_slot();
-        {
-            let s = &mut self.slots[slot as usize];
-            s.arrival_ns = now;
-            s.is_read = is_read;
-            s.pending = 0;
-            s.writes.clear();
-            s.level = self.sampler.level_of(now);
-        }
-        if !is_read {
-            // Write-through: the planner's reads join the read phase, its writes wait.
-            match &self.array {
-                Some(a) => a.plan_write(first, count, &mut self.plan),
-                None => single_disk(&mut self.plan, Op::Write, first, count),
-            }
-            tally(&self.plan, &mut self.m.count);
-            let s = &mut self.slots[slot as usize];
-            for op in &self.plan.ops {
-                match op.op {
-                    Op::Read => self.acc.ops.push(*op),
-                    Op::Write => s.writes.push(*op),
-                }
-            }
-        }
-        self.outstanding += 1;
-        self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
-        self.acc.normalize();
-        if self.acc.ops.is_empty() && self.slots[slot as usize].writes.is_empty() {
-            // Served wholly from cache.
-            return self.done_after(now, slot, self.spec.controller.hit_ns);
-        }
-        if self.acc.ops.is_empty() {
-            return self.write_phase(now, slot);
-        }
-        let ops = std::mem::take(&mut self.acc.ops);
-        let r = self.submit_all(now, slot, &ops);
-        self.acc.ops = ops;
-        r
-    }
-
-    /// Look the request's blocks up; misses add their read plans to `acc`.
-    fn lookup(&mut self, first: u64, count: u64, is_read: bool) {
-        let cost: &dyn MissCost = match &self.array {
-            Some(a) => a,
-            None => &UniformCost,
-        };
-        let m = &mut self.m.count;
-        m.lookups += count;
-        for lba in first..first + count {
-            let acc = Access {
-                key: lba,
-                size: 1,
-                now: self.tick,
-                cost,
-            };
-            self.tick += 1;
-            if self.policy.get(&acc) {
-                m.hits += 1;
-                continue;
-            }
-            m.misses += 1;
-            if is_read {
-                match &self.array {
-                    Some(a) => a.plan_read(lba, &mut self.plan),
-                    None => single_disk(&mut self.plan, Op::Read, lba, 1),
-                }
-                m.miss_disk_blocks += tally(&self.plan, m);
-                self.acc.ops.extend_from_slice(&self.plan.ops);
-            }
-            self.evicted.clear();
-            self.policy.insert(&acc, &mut self.evicted);
-            m.evictions += self.evicted.len() as u64;
-        }
-        debug_assert!(self.policy.used() <= self.policy.capacity());
-    }
-
-    /// Issue `ops` for request `slot` at `now`.
-    fn submit_all(&mut self, now: u64, slot: u32, ops: &[DiskOp]) -> Result<()> {
-        debug_assert!(!ops.is_empty());
-        self.slots[slot as usize].pending = ops.len() as u32;
-        for op in ops {
-            let disk = op.disk as usize;
-            let io = DiskIo {
-                op: op.op,
-                sector: op.block * self.sectors_per_block,
-                sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
-            };
-            let capacity = self.capacity_sectors[disk];
-            if io.sector + u64::from(io.sectors) > capacity {
-                return Err(Error::config(
-                    "disk",
-                    format!(
-                        "disk {disk} holds {capacity} sectors ({:.2} GiB) but the workload \
-                         reaches sector {}; choose a larger drive (disk.preset) or a \
-                         smaller workload",
-                        (capacity * SECTOR_BYTES) as f64 / (1u64 << 30) as f64,
-                        io.sector + u64::from(io.sectors)
-                    ),
-                ));
-            }
-            let token = match self.free_ops[disk].pop() {
-                Some(t) => {
-                    self.op_slot[disk][t as usize] = slot;
-                    t
-                }
-                None => {
-                    self.op_slot[disk].push(slot);
-                    (self.op_slot[disk].len() - 1) as u32
-                }
-            };
-            self.devices[disk].submit(now, io, Class::Foreground, token);
-            self.start_disk(now, disk);
-        }
-        Ok(())
-    }
-
     /// Start whatever disk `disk` can start now.
     fn start_disk(&mut self, now: u64, disk: usize) {
         while let Some(s) = self.devices[disk].start(now) {
@@ -465,69 +316,43 @@ impl<'e> Sim<'e> {
     fn disk_done(&mut self, now: u64, disk: u32, token: u32) -> Result<()> {
         let d = disk as usize;
         self.devices[d].complete(now, token);
-        let slot = self.op_slot[d][token as usize];
+        let owner = self.op_owner[d][token as usize];
         self.free_ops[d].push(token);
         self.start_disk(now, d);
+        let slot = match owner {
+            Owner::User(slot) => slot,
+            Owner::Rebuild(tag) => return self.rebuild_done(now, tag),
+        };
         let s = &mut self.slots[slot as usize];
         debug_assert!(s.pending > 0);
         s.pending -= 1;
         if s.pending > 0 {
             return Ok(());
         }
-        if !s.writes.is_empty() {
+        let has_writes = !s.writes.is_empty();
+        self.rebuild_reads_done(now, slot)?;
+        if has_writes {
             return self.write_phase(now, slot);
         }
         self.done_after(now, slot, self.spec.controller.miss_ns)
     }
 
-    /// The read phase of a write is over: issue its writes.
-    fn write_phase(&mut self, now: u64, slot: u32) -> Result<()> {
-        let writes = std::mem::take(&mut self.slots[slot as usize].writes);
-        let r = self.submit_all(now, slot, &writes);
-        // Give the (now cleared) vector back so the slot keeps its capacity.
-        let mut writes = writes;
-        writes.clear();
-        self.slots[slot as usize].writes = writes;
-        r
-    }
-
-    /// Complete request `slot` `delay` after `now`.
-    fn done_after(&mut self, now: u64, slot: u32, delay: u64) -> Result<()> {
-        if delay == 0 {
-            self.finish(now, slot)
-        } else {
-            self.events.push(now + delay, Kind::RequestDone, slot, 0);
-            Ok(())
-        }
-    }
-
-    /// Request `slot` completes at `now`.
-    fn finish(&mut self, now: u64, slot: u32) -> Result<()> {
-        let s = &self.slots[slot as usize];
-        let latency = now - s.arrival_ns;
-        self.m.latency.record(latency);
-        if s.is_read {
-            self.m.read_latency.record(latency);
-        } else {
-            self.m.write_latency.record(latency);
-        }
-        self.sampler.completed(now, latency, s.level);
-        self.m.completed += 1;
-        self.m.sim_ns = self.m.sim_ns.max(now);
-        self.outstanding -= 1;
-        self.free_slots.push(slot);
-        if let Driver::Closed { think_ns, .. } = self.spec.driver {
-            if think_ns == 0 {
-                self.issue_next(now)?;
-            } else if !self.stopped {
-                self.events.push(now + think_ns, Kind::Arrival, 0, 0);
+    /// A token of device `dev` for an operation of `owner`.
+    fn alloc_token(&mut self, dev: usize, owner: Owner) -> u32 {
+        match self.free_ops[dev].pop() {
+            Some(t) => {
+                self.op_owner[dev][t as usize] = owner;
+                t
+            }
+            None => {
+                self.op_owner[dev].push(owner);
+                (self.op_owner[dev].len() - 1) as u32
             }
         }
-        Ok(())
     }
 
     fn finish_run(mut self, started: Instant) -> TimedMetrics {
-        let end = self.m.sim_ns;
+        let end = self.m.sim_ns.max(self.rebuild_end_ns);
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();
@@ -553,6 +378,9 @@ impl<'e> Sim<'e> {
                 }
             })
             .collect();
+        if self.rebuild.enabled() {
+            self.m.rebuild = Some(std::mem::take(&mut self.rebuild.metrics));
+        }
         self.m.count.metadata_bytes = self.policy.metadata_bytes() as u64;
         self.m.count.wall_ns = started.elapsed().as_nanos() as u64;
         debug_assert_eq!(
@@ -562,15 +390,4 @@ impl<'e> Sim<'e> {
         debug_assert_eq!(self.outstanding, 0);
         self.m
     }
-}
-
-/// The plan without an `[array]`: one device whose block `b` is logical block `b`.
-fn single_disk(plan: &mut Plan, op: Op, block: u64, count: u64) {
-    plan.ops.clear();
-    plan.ops.push(DiskOp {
-        disk: 0,
-        op,
-        block,
-        count: u32::try_from(count).unwrap_or(u32::MAX),
-    });
 }

@@ -28,6 +28,8 @@ pub struct Sampler {
     last: Vec<DeviceStats>,
     levels: Vec<(f64, Level)>,
     level_stats: Vec<LevelStats>,
+    /// Rebuild progress (0..1) reported in each row; `None` without `[rebuild]`.
+    pub rebuild_progress: Option<f64>,
 }
 
 impl Sampler {
@@ -42,6 +44,7 @@ impl Sampler {
             last: vec![DeviceStats::default(); disks],
             levels: Vec::new(),
             level_stats: Vec::new(),
+            rebuild_progress: None,
         }
     }
 
@@ -134,6 +137,9 @@ impl Sampler {
                 self.latency_sum_ns as f64 / self.completed as f64 / 1e6
             });
             out.outstanding.push(outstanding);
+            if let Some(p) = self.rebuild_progress {
+                out.rebuild_progress.push(p);
+            }
         }
         for (d, dev) in devices.iter_mut().enumerate() {
             let st = dev.stats(end);

@@ -40,12 +40,11 @@ pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource
             requests,
             mean_interarrival_ns,
             seed,
-        } => keep.apply(WebSearch::new(
-            space_bytes,
-            requests,
-            mean_interarrival_ns,
-            seed,
-        )?),
+            cluster_bytes,
+        } => keep.apply(
+            WebSearch::new(space_bytes, requests, mean_interarrival_ns, seed)?
+                .with_cluster(cluster_bytes)?,
+        ),
         SynthSpec::Bursty(ref b) => keep.apply(Bursty::new(b.clone())?),
     })
 }

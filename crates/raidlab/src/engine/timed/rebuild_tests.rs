@@ -1,0 +1,135 @@
+//! Worked examples of the rebuild in the timed engine, on constant-time disks so the
+//! schedule can be followed by hand.
+
+use super::*;
+use crate::config;
+
+fn run_text(text: &str) -> TimedMetrics {
+    let exps = config::from_toml(text, "t.toml", None).unwrap();
+    assert_eq!(exps.len(), 1);
+    run(&exps[0], None, &mut |_| true).unwrap()
+}
+
+/// RAID-5 of 3 constant 1 ms disks, one-block (4 KiB) units, `units` rows; one user read at
+/// t = 0, then disk 1 fails and its rebuild starts at 1 s.
+fn config(units: u64, rebuild: &str) -> String {
+    let gib = (units * 4096) as f64 / (1u64 << 30) as f64;
+    format!(
+        "[workload.synthetic]\nkind = \"uniform\"\nkeys = 4\nrequests = 1\nseed = 1\n\
+         [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n\
+         [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\n\
+         [run]\nmode = \"timed\"\ndriver = \"closed\"\noutstanding = 1\n\
+         [disk]\nmodel = \"constant\"\nservice_ms = 1\n\
+         [rebuild]\nextent_gib = {gib}\n{rebuild}\n\
+         [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\n"
+    )
+}
+
+fn rebuild_s(m: &TimedMetrics) -> f64 {
+    let r = &m.rebuild.as_ref().unwrap().records[0];
+    (r.end_ns.expect("the rebuild finished") - r.start_ns) as f64 / 1e9
+}
+
+/// SOR, one stripe at a time: each unit reads both survivors in parallel (1 ms), then writes
+/// the spare (1 ms): 8 units take exactly 16 ms.
+#[test]
+fn sor_one_stripe_at_a_time() {
+    let m = run_text(&config(8, "executor = \"sor\""));
+    let r = &m.rebuild.as_ref().unwrap().records[0];
+    assert_eq!((r.units, r.rebuilt, r.reads, r.writes), (8, 8, 16, 8));
+    assert_eq!(r.start_ns, 1_000_000_000);
+    assert_eq!(r.end_ns, Some(1_016_000_000));
+    // Devices: members 0-2 and the spare (3). Disk 1 did the user read or nothing.
+    assert_eq!(m.disks.len(), 4);
+    assert_eq!(m.disks[3].ops, 8);
+    assert_eq!(m.disks[0].ops + m.disks[2].ops, 16 + 1 - m.disks[1].ops);
+}
+
+/// DOR: both survivors stream (a read queued behind the one in service), unit k's reads end
+/// at k + 1 ms and its write right after: 8 units in 9 ms. Two stripes of SOR in parallel:
+/// the survivors serve two reads per 2 ms, the spare writes them in 2 ms: 8 units in 9 ms
+/// too, but a single SOR stripe is slower.
+#[test]
+fn dor_streams_the_survivors() {
+    let m = run_text(&config(8, ""));
+    let r = &m.rebuild.as_ref().unwrap().records[0];
+    assert_eq!((r.rebuilt, r.reads), (8, 16));
+    assert_eq!(rebuild_s(&m), 0.009);
+    assert_eq!(m.disks[3].ops, r.writes);
+    assert!(rebuild_s(&run_text(&config(8, "executor = \"sor\"\nstripes = 2"))) <= 0.010);
+}
+
+/// md pacing with min = max = 100 KiB/s: one 4 KiB unit per 40 ms, so the last of 256 units
+/// starts at 255 * 40 ms = 10.2 s and is written 2 ms later.
+#[test]
+fn md_rate_paces_the_rebuild() {
+    let m = run_text(&config(
+        256,
+        "rate = \"md\"\nmin_kib_s = 100\nmax_kib_s = 100",
+    ));
+    let s = rebuild_s(&m);
+    assert!((10.2..10.21).contains(&s), "{s}");
+    let fast = rebuild_s(&run_text(&config(256, "rate = \"md\"\nmax_kib_s = 1000")));
+    // Idle array: paced at the maximum, ten times faster.
+    assert!((1.02..1.03).contains(&fast), "{fast}");
+}
+
+/// Users keep reading across the rebuild: the failed device gets nothing once it failed,
+/// reads of rebuilt rows go to the spare, and afterwards the member lives on the spare.
+#[test]
+fn users_move_to_the_replacement() {
+    let text = "[workload.synthetic]\nkind = \"uniform\"\nkeys = 2048\nrequests = 4000\nseed = 3\n\
+         [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n\
+         [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\n\
+         [run]\nmode = \"timed\"\ndriver = \"open\"\niops = 200\ninterval_s = 1\n\
+         [disk]\nmodel = \"constant\"\nservice_ms = 1\n\
+         [rebuild]\nextent_gib = 0.00390625\n\
+         [[events]]\nat_s = 5\nfail = 1\n[[events]]\nat_s = 6\nrebuild = 1\n";
+    let m = run_text(text);
+    let rb = m.rebuild.as_ref().unwrap();
+    let r = &rb.records[0];
+    assert_eq!(r.units, 1024);
+    assert_eq!(r.failed_ns, 5_000_000_000);
+    assert!(r.end_ns.is_some_and(|e| e < 18_000_000_000), "{r:?}");
+    assert!(r.redirected_reads > 0);
+    // All three phases saw requests.
+    assert!(rb.before.count() > 0 && rb.during.count() > 0 && rb.after.count() > 0);
+    assert_eq!(
+        rb.before.count() + rb.during.count() + rb.after.count(),
+        m.completed
+    );
+    // Disk 1 served about a third of the reads until 5 s (about 333), nothing after.
+    assert!((250..420).contains(&m.disks[1].ops), "{}", m.disks[1].ops);
+    // The spare took the rebuild writes, the redirected reads and a third of the reads
+    // after the rebuild.
+    assert!(m.disks[3].ops > r.writes + r.redirected_reads + 200);
+    // The progress column rises to 1.
+    let p = &m.series.rebuild_progress;
+    assert_eq!(p.len(), m.series.t_s.len());
+    assert!(p.windows(2).all(|w| w[0] <= w[1]) && p.last() == Some(&1.0));
+    // Same config, same numbers.
+    let again = run_text(text);
+    assert_eq!(again.rebuild.as_ref().unwrap().records, rb.records);
+    assert_eq!(again.latency.mean_ns(), m.latency.mean_ns());
+}
+
+/// Piggybacking: a user read that reconstructs a unit not yet rebuilt reads the whole unit
+/// and writes it to the spare; the rebuild skips it.
+#[test]
+fn piggybacked_units_are_not_rebuilt_twice() {
+    let text = "[workload.synthetic]\nkind = \"uniform\"\nkeys = 2048\nrequests = 4000\nseed = 3\n\
+         [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n\
+         [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\n\
+         [run]\nmode = \"timed\"\ndriver = \"open\"\niops = 200\n\
+         [disk]\nmodel = \"constant\"\nservice_ms = 1\n\
+         [rebuild]\nextent_gib = 0.00390625\npiggyback = true\nrate = \"md\"\nmax_kib_s = 40\nmin_kib_s = 40\n\
+         [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\n";
+    let m = run_text(text);
+    let r = &m.rebuild.as_ref().unwrap().records[0];
+    assert!(r.piggybacked > 0, "{r:?}");
+    assert_eq!(r.rebuilt, r.units);
+    // Every unit is rebuilt once: by the executor (two reads, written in merged writes) or
+    // by a user read (one write each).
+    assert_eq!(r.reads, 2 * (r.units - r.piggybacked));
+    assert!(m.disks[3].ops >= r.writes + r.piggybacked);
+}
