@@ -13,6 +13,7 @@ from raidlab._core import (
     __version__,
 )
 from raidlab.api import Result, Run, load, run
+from raidlab.sweep import sweep  # noqa: E402 - the function shadows its module by design
 
 __all__ = [
     "ConfigError",
@@ -25,4 +26,5 @@ __all__ = [
     "__version__",
     "load",
     "run",
+    "sweep",
 ]

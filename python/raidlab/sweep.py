@@ -409,6 +409,7 @@ def sweep(
     or any ``concurrent.futures.Executor``. The result is a DataFrame, one row per run in
     config order: ``run_id``, ``name``, the config's leaf keys (dotted), the metrics,
     ``status`` (``"done"`` or ``"failed"``) and ``error``. Results do not depend on the
-    executor or the number of workers (only ``wall_s`` does).
+    executor or the number of workers (only the wall-clock measurements ``wall_s`` and
+    ``*_per_wall_s`` do).
     """
     return run_tasks(plan(config), out=out, executor=executor, workers=workers, fail_fast=fail_fast, progress=progress)
