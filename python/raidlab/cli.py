@@ -193,6 +193,16 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
     return cmd_reproduce(args, console)
 
 
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="raidlab", description="Simulate a cached RAID storage controller.")
     p.add_argument("--version", action="version", version=f"raidlab {_core.__version__}")
@@ -215,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="run every run of an experiment file in parallel into a result store")
     w.add_argument("experiment", help="experiment TOML file ([sweep], [[sweep.zip]], [[runs]])")
-    w.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores)")
+    w.add_argument("--workers", type=positive_int, default=None, help="local worker processes (default: cores)")
     w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
     w.add_argument("--out", default="results", help="result store directory (default: results)")
     w.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
@@ -237,7 +247,7 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
         c.add_argument("--experiments", default="experiments", help="directory of experiment files")
         c.add_argument("--out", default="results", help="directory for reports (and result stores: OUT/NAME/store)")
-        c.add_argument("--workers", "--threads", dest="threads", type=int, default=None, help="worker processes (default: cores)")
+        c.add_argument("--workers", "--threads", dest="threads", type=positive_int, default=None, help="worker processes (default: cores)")
         c.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
         c.set_defaults(func=func)
     return p

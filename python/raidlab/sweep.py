@@ -200,7 +200,10 @@ class Pool:
         self.local_workers = 0
         self.restarts = 0
         if executor is None or isinstance(executor, int):
-            self.local_workers = max(1, executor or workers or default_workers())
+            n = executor if executor is not None else workers
+            if n is not None and n < 1:
+                raise ValueError(f"workers: expected a positive count, got {n}")
+            self.local_workers = n or default_workers()
             self.executor: Any = self._local()
             self.workers = self.local_workers
         elif isinstance(executor, str):
@@ -224,7 +227,11 @@ class Pool:
         return cf.ProcessPoolExecutor(self.local_workers, mp_context=ctx, initializer=_watch_parent)
 
     def _dask_threads(self) -> int:
-        info = self.executor.scheduler_info()
+        """Worker threads of the cluster now (an adaptive cluster's later growth is not seen)."""
+        try:
+            info = self.executor.scheduler_info(n_workers=-1)  # some versions list 5 by default
+        except TypeError:  # versions without the argument list every worker
+            info = self.executor.scheduler_info()
         return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
 
     @property
