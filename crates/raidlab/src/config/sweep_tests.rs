@@ -1,25 +1,7 @@
 //! Worked examples of grids: products, zip groups, and errors that name the sweep entry.
 
-use crate::config::{from_toml, Experiment};
-use crate::error::{Error, Result};
-
-fn parse(text: &str) -> Result<Vec<Experiment>> {
-    from_toml(text, "exp.toml", None)
-}
-
-const BASE: &str = r#"
-[workload.synthetic]
-kind = "zipf"
-keys = 1000
-requests = 5000
-[cache]
-policy = "lru"
-capacity_blocks = 100
-[array]
-level = "raid5"
-disks = 6
-failed = [2]
-"#;
+use crate::config::tests::{parse, BASE};
+use crate::error::Error;
 
 fn names(text: &str) -> Vec<String> {
     parse(text).unwrap().into_iter().map(|e| e.name).collect()
