@@ -198,3 +198,42 @@ def test_unwritable_output_directory_exits_2(tmp_path: Path, capsys) -> None:
     assert main(["sweep", str(exp), "--out", str(tmp_path / "file" / "out")]) == 2
     assert "cannot write results" in err(capsys)
     assert main(["results", str(tmp_path / "nowhere")]) == 2
+
+
+def test_progress_counts_and_the_bar(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from raidlab.progress import SweepBar
+
+    exp = experiment(tmp_path)
+    calls: list[tuple[int, int, int, int]] = []
+    sweep(exp, workers=2, out=tmp_path / "out", progress=lambda *a: calls.append(a))
+    assert calls[-1] == (18, 0, 0, 18)
+    assert all(0 <= running <= 2 and total == 18 for _, running, _, total in calls)
+    assert [c[0] for c in calls] == sorted(c[0] for c in calls)
+    text = io.StringIO()
+    bar = SweepBar(Console(file=text, force_terminal=True, width=120), "grid.toml")
+    for done, running, failed, total in calls:
+        bar(done, running, failed, total)
+    bar.close()
+    assert "grid.toml" in text.getvalue() and "running" in text.getvalue()
+
+
+def test_reproduce_runs_through_the_sweep_and_resumes(tmp_path: Path) -> None:
+    from raidlab.reproduce import reproduce
+
+    spec = '[report]\ntitle = "t"\nrows = ["array.disks", "cache.capacity_blocks"]\ncolumns = "cache.policy"\nvalue = "rgr"\n'
+    exps = tmp_path / "exps"
+    exps.mkdir()
+    experiment(exps, spec + GRID, name="tiny.toml")
+    out = tmp_path / "out"
+    report = reproduce("tiny", experiments_dir=exps, out_dir=out, threads=2)
+    store_dir = out / "tiny" / "store"
+    files = {f: f.stat().st_mtime_ns for f in (store_dir / "runs").glob("*.parquet")}
+    assert len(files) == 18 and report.exists()
+    # the same run ids as `raidlab sweep` of the file
+    assert {f.stem for f in files} == {t.run_id for t in plan(exps / "tiny.toml")}
+    reproduce("tiny", experiments_dir=exps, out_dir=out, threads=2)
+    assert {f: f.stat().st_mtime_ns for f in (store_dir / "runs").glob("*.parquet")} == files
