@@ -13,7 +13,7 @@ from raidlab._core import (
     __version__,
 )
 from raidlab.api import Result, Run, load, run
-from raidlab.sweep import sweep  # noqa: E402 - the function shadows its module by design
+from raidlab.sweep import sweep  # the function shadows its module: raidlab.sweep is the function
 
 __all__ = [
     "ConfigError",
