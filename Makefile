@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_timed.py
 	$(VPY) benches/bench_xray.py
 	$(VPY) benches/bench_rebuild.py
+	$(VPY) benches/bench_sweep.py
 
 clean:
 	rm -rf $(VENV) target results

@@ -14,6 +14,7 @@ from raidlab._core import (
 )
 from raidlab.api import Result, Run, load, run
 from raidlab.reliability import Reliability, reliability
+from raidlab.sweep import sweep  # the function shadows its module: raidlab.sweep is the function
 
 __all__ = [
     "ConfigError",
@@ -28,4 +29,5 @@ __all__ = [
     "load",
     "reliability",
     "run",
+    "sweep",
 ]

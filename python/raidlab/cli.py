@@ -2,11 +2,14 @@
 
     raidlab run EXPERIMENT.toml [--json] [--threads N]
     raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--json]
-    raidlab reproduce NAME [--skip-traces] [--out DIR]
+    raidlab sweep EXPERIMENT.toml [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
+    raidlab results DIR [--sql "SELECT ..."] [--csv]
+    raidlab reproduce NAME [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]
     raidlab demo
     raidlab reliability [CONFIG.toml] [--backup-nvram-mb MB] [--write-cache-mb MB ...] [--json]
 
-Exit codes: 0 success, 2 bad input (any RaidlabError, or bad arguments), 130 interrupted.
+Exit codes: 0 success, 1 a sweep finished with failed runs, 2 bad input (any RaidlabError,
+or bad arguments), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from raidlab import _core, api
 from raidlab.progress import run_with_progress
 from raidlab.reliability import add_command as add_reliability_command
 
+EXIT_RUNS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -133,6 +137,54 @@ def cmd_trace_stats(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    from raidlab.progress import SweepBar
+    from raidlab.sweep import sweep
+
+    bar = SweepBar(console, Path(args.experiment).name)
+    try:
+        frame = sweep(
+            args.experiment,
+            executor=args.scheduler,
+            workers=args.workers,
+            out=args.out,
+            fail_fast=args.fail_fast,
+            progress=bar,
+        )
+    finally:
+        bar.close()
+    failed = frame[frame["status"] != "done"]
+    console.print(
+        f"{len(frame)} runs: {len(frame) - len(failed)} done, {len(failed)} failed; results in [bold]{escape(args.out)}[/bold]",
+        highlight=False,
+    )
+    for _, row in failed.head(10).iterrows():
+        console.print(f"[red]failed[/red] {escape(row['name'])}: {escape(row['error'])}", highlight=False)
+    return EXIT_RUNS_FAILED if len(failed) else 0
+
+
+def cmd_results(args: argparse.Namespace, console: Console) -> int:
+    from raidlab.store import query
+
+    frame = query(Path(args.dir), args.sql)
+    if args.csv:
+        print(frame.to_csv(index=False), end="")
+        return 0
+    table = Table(show_header=True, header_style="bold")
+    for c in frame.columns:
+        table.add_column(escape(str(c)), justify="right" if frame[c].dtype.kind in "iuf" else "left")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(escape(_cell(v)) for v in row))
+    console.print(table)
+    return 0
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float):
+        return "" if v != v else f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
 def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
     from raidlab.reproduce import reproduce
 
@@ -142,6 +194,7 @@ def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
         out_dir=Path(args.out),
         skip_traces=args.skip_traces,
         threads=args.threads,
+        executor=args.scheduler,
         console=console,
     )
     console.print(f"report written to [bold]{report}[/bold]")
@@ -152,6 +205,16 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
     args.name = "vdf-rgr"
     args.skip_traces = True
     return cmd_reproduce(args, console)
+
+
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
 
 
 def parser() -> argparse.ArgumentParser:
@@ -174,6 +237,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_trace_stats)
 
+    w = sub.add_parser("sweep", help="run every run of an experiment file in parallel into a result store")
+    w.add_argument("experiment", help="experiment TOML file ([sweep], [[sweep.zip]], [[runs]])")
+    w.add_argument("--workers", type=positive_int, default=None, help="local worker processes (default: cores)")
+    w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
+    w.add_argument("--out", default="results", help="result store directory (default: results)")
+    w.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
+    w.set_defaults(func=cmd_sweep)
+
+    q = sub.add_parser("results", help="query a result store with SQL (DuckDB)")
+    q.add_argument("dir", help="result store directory (raidlab sweep --out)")
+    q.add_argument("--sql", default="SELECT * FROM runs ORDER BY name", help="query over the views runs, series, ramp, errors")
+    q.add_argument("--csv", action="store_true", help="print CSV for machines")
+    q.set_defaults(func=cmd_results)
+
     for name, helptext, func in (
         ("reproduce", "reproduce a paper's figure: runs experiments/NAME*.toml", cmd_reproduce),
         ("demo", "reproduce the VDF RGR results on built-in synthetic data", cmd_demo),
@@ -183,8 +260,9 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("name")
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
         c.add_argument("--experiments", default="experiments", help="directory of experiment files")
-        c.add_argument("--out", default="results", help="directory for reports")
-        c.add_argument("--threads", type=int, default=None)
+        c.add_argument("--out", default="results", help="directory for reports (and result stores: OUT/NAME/store)")
+        c.add_argument("--workers", "--threads", dest="threads", type=positive_int, default=None, help="worker processes (default: cores)")
+        c.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
         c.set_defaults(func=func)
     add_reliability_command(sub, EXIT_BAD_INPUT)
     return p

@@ -51,3 +51,39 @@ def run_with_progress(config: api.Config, console: Console, label: str, threads:
         return api.run(config, threads=threads, progress=progress)
     finally:
         progress.close()
+
+
+class SweepBar:
+    """The progress bar of ``raidlab sweep``: runs done / running / failed, and an ETA from
+    the runs finished in this invocation (runs found in the store count as done)."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console = console
+        self.label = label
+        self.bar: Progress | None = None
+        self.task: Any = None
+
+    def __call__(self, done: int, running: int, failed: int, total: int) -> None:
+        if not self.console.is_terminal:
+            return
+        if self.bar is None:
+            from rich.progress import MofNCompleteColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[running]} running, {task.fields[failed]} failed"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total, completed=done, running=0, failed=0)
+        self.bar.update(self.task, completed=done + failed, running=running, failed=failed)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -18,10 +18,15 @@ plus a ``[report]`` table saying how to present the results:
 
 Runs on a trace file that is absent are skipped with a note in the report (the real traces
 live outside the repository); ``skip_traces`` skips every trace run, for the demo.
+
+The runs go through :func:`raidlab.sweep.run_tasks` into a result store at
+``OUT/NAME/store`` (the same run ids as ``raidlab sweep`` of the file), so a reproduction
+runs on every core or a Dask cluster, and an interrupted one resumes where it stopped.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,19 +34,24 @@ from typing import Any
 
 from rich.console import Console
 
-from raidlab import _core, api
-from raidlab.progress import run_with_progress
+from raidlab import _core, api, store
+from raidlab.progress import SweepBar
 from raidlab.report import Section, write_report
+from raidlab.sweep import Task, run_tasks, tasks
 
 
 @dataclass
 class Plan:
-    """The runs of one experiment file that will execute, and those skipped (with why)."""
+    """The runs of one experiment file that will execute, and those skipped (with why).
+
+    ``trees`` have absolute trace paths (runnable from anywhere with :func:`raidlab.run`);
+    ``tasks`` are the same runs as written in the file, for the sweep."""
 
     file: Path
     spec: dict[str, Any]
     trees: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    tasks: list[Task] = field(default_factory=list)
 
 
 def plan_file(path: Path, skip_traces: bool) -> Plan:
@@ -53,8 +63,10 @@ def plan_file(path: Path, skip_traces: bool) -> Plan:
         raise err from None
     plan = Plan(path, spec)
     base = path.parent.resolve()
+    kept = []
     for name, tree in api.load(path):
         tree["name"] = name
+        as_written = json.loads(json.dumps(tree))
         trace = tree.get("workload", {}).get("trace")
         if trace is not None:
             resolved = (base / trace).resolve()
@@ -66,6 +78,8 @@ def plan_file(path: Path, skip_traces: bool) -> Plan:
                 continue
             tree["workload"]["trace"] = str(resolved)
         plan.trees.append(tree)
+        kept.append((name, as_written))
+    plan.tasks = tasks(kept, str(base))
     return plan
 
 
@@ -76,9 +90,13 @@ def reproduce(
     out_dir: Path,
     skip_traces: bool = False,
     threads: int | None = None,
+    executor: Any = None,
     console: Console | None = None,
 ) -> Path:
-    """Run every ``experiments_dir/NAME*.toml`` and write ``out_dir/NAME/report.html``."""
+    """Run every ``experiments_dir/NAME*.toml`` and write ``out_dir/NAME/report.html``.
+
+    ``threads``: local worker processes (default: cores); ``executor``: anything
+    :func:`raidlab.sweep.sweep` takes (a Dask scheduler address or client)."""
     console = console or Console()
     files = sorted(experiments_dir.glob(f"{name}*.toml"))
     if not files:
@@ -93,11 +111,35 @@ def reproduce(
                 f"[yellow]skipped[/yellow] {len(plan.skipped)} runs of {f.name} (see the report): {plan.skipped[0]}",
                 highlight=False,
             )
-        if not plan.trees:
+        if not plan.tasks:
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
-        result = run_with_progress({"runs": plan.trees}, console, f.name, threads)
+        bar = SweepBar(console, f.name)
+        try:
+            frame = run_tasks(plan.tasks, out=out_dir / name / "store", executor=executor, workers=threads, progress=bar)
+        finally:
+            bar.close()
+        failed = frame[frame["status"] != "done"]
+        for _, row in failed.iterrows():
+            plan.skipped.append(f"{row['name']}: failed: {row['error']}")
+            console.print(f"[red]failed[/red] {row['name']}: {row['error']}", highlight=False)
+        frame = frame[frame["status"] == "done"].drop(columns=["config", "status", "error"])
         wants_series = "series_plot" in plan.spec or "series" in plan.spec
-        series = result.series() if wants_series else None
-        sections.append(Section(f, plan.spec, result.to_frame(), plan.skipped, series))
+        series = stored_series(out_dir / name / "store", frame) if wants_series else None
+        sections.append(Section(f, plan.spec, frame if len(frame) else None, plan.skipped, series))
     return write_report(name, sections, out_dir / name, console)
+
+
+def stored_series(store_dir: Path, frame: Any) -> Any:
+    """The time series of the finished runs in ``frame`` as one DataFrame with a ``name``
+    column (the shape of :meth:`raidlab.Result.series`), read back from the store."""
+    import pandas as pd
+
+    parts = []
+    for run_id, run_name in zip(frame["run_id"], frame["name"]):
+        p = store.path(store_dir, "series", run_id)
+        if p.exists():
+            part = pd.read_parquet(p).drop(columns=["run_id"])
+            part.insert(0, "name", run_name)
+            parts.append(part)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

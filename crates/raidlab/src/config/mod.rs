@@ -5,7 +5,8 @@
 //! describe several runs in one file:
 //! - `[[runs]]`: each table is deep-merged over the base config (one run each);
 //! - `[sweep]`: dotted key paths mapped to lists of values; every combination is a run
-//!   (first key outermost), applied after each `[[runs]]` override.
+//!   (first key outermost), applied after each `[[runs]]` override; `[[sweep.zip]]` groups
+//!   vary several keys together (`sweep.rs`).
 //!
 //! `tags` (labels copied into results) and `report` (read by `raidlab reproduce`) are free-form
 //! tables the core keeps but does not interpret.
@@ -18,6 +19,7 @@ mod host;
 mod overlay;
 mod rebuild;
 mod reliability;
+mod sweep;
 mod tables;
 mod timed;
 mod tree;
@@ -179,7 +181,8 @@ pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experimen
             ))
         }
     };
-    let combos = sweep_combinations(sweep.as_ref())?;
+    let grid = sweep::grid(sweep.as_ref())?;
+    let combos = &grid.combos;
     if overrides.len().saturating_mul(combos.len()) > RUNS_MAX {
         return Err(Error::config(
             "sweep",
@@ -189,7 +192,7 @@ pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experimen
 
     let mut out = Vec::with_capacity(overrides.len() * combos.len());
     for (prefix, over) in &overrides {
-        for (label, combo) in &combos {
+        for (label, combo) in combos {
             let mut tree = base.clone();
             merge(&mut tree, over);
             merge(&mut tree, combo);
@@ -201,75 +204,14 @@ pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experimen
                 format!("{prefix} with {label}")
             };
             let exp = experiment(&tree, base_dir, out.len(), over, label)
-                .map_err(|e| e.in_key(&key_prefix))?;
+                .map_err(|e| grid.blame(e).unwrap_or_else(|e| e.in_key(&key_prefix)))?;
             out.push(exp);
         }
     }
     Ok(out)
 }
 
-/// Expand `[sweep]` into (label, override tree) pairs; one empty pair without a sweep.
-fn sweep_combinations(sweep: Option<&Value>) -> Result<Vec<(String, Value)>> {
-    let mut combos = vec![(String::new(), Value::Object(Default::default()))];
-    let Some(sweep) = sweep else {
-        return Ok(combos);
-    };
-    let Value::Object(map) = sweep else {
-        return Err(Error::config(
-            "sweep",
-            format!(
-                "expected a table of key paths to lists, got {}",
-                describe(sweep)
-            ),
-        ));
-    };
-    for (path, values) in map {
-        let Value::Array(values) = values else {
-            return Err(Error::config(
-                format!("sweep.{path}"),
-                format!("expected a list of values, got {}", describe(values)),
-            ));
-        };
-        if values.is_empty() || path.split('.').any(str::is_empty) {
-            return Err(Error::config(
-                format!("sweep.{path}"),
-                "expected a dotted key path (`cache.policy`) and a non-empty list",
-            ));
-        }
-        let mut next = Vec::with_capacity(combos.len() * values.len());
-        for (label, tree) in &combos {
-            for v in values {
-                let mut t = tree.clone();
-                merge(&mut t, &nested(path, v.clone()));
-                let item = format!("{path}={}", short(v));
-                let label = if label.is_empty() {
-                    item
-                } else {
-                    format!("{label} {item}")
-                };
-                next.push((label, t));
-            }
-            if next.len() > RUNS_MAX {
-                return Err(Error::config(
-                    "sweep",
-                    format!("expands to more than {RUNS_MAX} runs"),
-                ));
-            }
-        }
-        combos = next;
-    }
-    Ok(combos)
-}
-
-/// `{"a": {"b": v}}` from `"a.b"`.
-fn nested(path: &str, v: Value) -> Value {
-    path.rsplit('.').fold(v, |acc, k| {
-        let mut m = serde_json::Map::new();
-        m.insert(k.to_string(), acc);
-        Value::Object(m)
-    })
-}
-
+/// A value as written in run names (strings without quotes).
 fn short(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),

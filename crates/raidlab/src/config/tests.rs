@@ -4,11 +4,11 @@ use super::*;
 use crate::array::Layout;
 use crate::workload::{OpsFilter, SourceSpec, SynthSpec};
 
-fn parse(text: &str) -> Result<Vec<Experiment>> {
+pub(super) fn parse(text: &str) -> Result<Vec<Experiment>> {
     from_toml(text, "exp.toml", None)
 }
 
-const BASE: &str = r#"
+pub(super) const BASE: &str = r#"
 [workload.synthetic]
 kind = "zipf"
 keys = 1000

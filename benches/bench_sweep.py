@@ -1,0 +1,108 @@
+"""Sweep machinery speed: per-run overhead with tiny runs, and speed-up with workers on
+CPU-bound runs.
+
+1. Tiny runs (Zipf, 100 requests each; the simulation itself takes microseconds): a grid of
+   ``--runs`` runs through ``raidlab.sweep`` with the local process pool, 1 and 2 workers,
+   into a fresh store each time. The fixed cost (planning, starting the pool, importing
+   pyarrow in the workers) is measured with a one-run sweep and subtracted:
+   ``overhead per run = (wall(N runs) - wall(1 run)) / (N - 1) - mean simulated wall_s``,
+   i.e. what one more run costs beyond its simulation, end to end (submit, run, Parquet
+   write and rename, result back, DataFrame). Also: a resumed sweep over the complete store
+   (every run skipped), and the same grid as one in-process ``raidlab.run`` batch (no
+   store) for reference.
+2. CPU-bound runs (Zipf, ``--heavy-requests`` each, ~1 s): ``--heavy-runs`` runs with 1 and
+   2 workers; speed-up = wall(1) / wall(2), against the ideal min(workers, cores).
+
+    python benches/bench_sweep.py [--runs N] [--heavy-runs K] [--heavy-requests R]
+
+Prints runs/s, per-run overhead (target < 20 ms) and speed-up. Not a pass/fail test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import raidlab
+from raidlab.sweep import default_workers, sweep
+
+
+def grid(runs: int, requests: int) -> dict:
+    seeds = list(range(1, runs + 1))
+    return {
+        "workload": {"synthetic": {"kind": "zipf", "keys": 10_000, "alpha": 0.9, "requests": requests}},
+        "cache": {"policy": "lru", "capacity_blocks": 1000},
+        "array": {"level": "raid5", "disks": 5, "failed": [0]},
+        "sweep": {"workload.synthetic.seed": seeds},
+    }
+
+
+def timed_sweep(cfg: dict, workers: int, root: Path) -> tuple[float, object]:
+    out = Path(tempfile.mkdtemp(dir=root))
+    start = time.perf_counter()
+    frame = sweep(cfg, workers=workers, out=out)
+    wall = time.perf_counter() - start
+    assert (frame["status"] == "done").all()
+    return wall, frame
+
+
+def best(f, repeat: int) -> tuple[float, object]:
+    results = [f() for _ in range(repeat)]
+    return min(results, key=lambda r: r[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=500)
+    ap.add_argument("--heavy-runs", type=int, default=8)
+    ap.add_argument("--heavy-requests", type=int, default=3_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    cores = default_workers()
+    try:
+        print(f"cores: {cores}; raidlab {raidlab.__version__}")
+        print(f"\ntiny runs (100 requests each), {args.runs} runs, local process pool")
+        print(f"{'workers':>7}  {'fixed s':>8}  {'wall s':>7}  {'runs/s':>8}  {'marginal ms/run':>15}  {'overhead ms/run':>15}")
+        tiny = grid(args.runs, 100)
+        one = grid(1, 100)
+        for workers in (1, 2):
+            fixed, _ = best(lambda: timed_sweep(one, workers, root), args.repeat)
+            wall, frame = best(lambda: timed_sweep(tiny, workers, root), args.repeat)
+            sim_s = float(frame["wall_s"].mean())
+            marginal_s = (wall - fixed) / (args.runs - 1)
+            # worker time per run beyond the simulation itself
+            overhead_ms = (marginal_s * workers - sim_s) * 1e3
+            print(f"{workers:>7}  {fixed:>8.2f}  {wall:>7.2f}  {args.runs / wall:>8.0f}  {marginal_s * 1e3:>15.2f}  {overhead_ms:>15.2f}")
+        # Resume over a complete store: every run is skipped.
+        out = Path(tempfile.mkdtemp(dir=root))
+        sweep(tiny, workers=2, out=out)
+        start = time.perf_counter()
+        sweep(tiny, workers=2, out=out)
+        resume = time.perf_counter() - start
+        start = time.perf_counter()
+        raidlab.run(tiny, threads=1)
+        batch = time.perf_counter() - start
+        print(f"resume, all {args.runs} runs in the store: {resume:.2f} s ({resume / args.runs * 1e3:.2f} ms/run)")
+        print(f"reference: one in-process batch, no store: {batch:.2f} s ({batch / args.runs * 1e3:.3f} ms/run)")
+
+        print(f"\nCPU-bound runs ({args.heavy_requests:,} requests each), {args.heavy_runs} runs")
+        heavy = grid(args.heavy_runs, args.heavy_requests)
+        walls = {}
+        for workers in (1, 2):
+            wall, frame = best(lambda: timed_sweep(heavy, workers, root), 1)
+            walls[workers] = wall
+            print(f"  {workers} worker(s): {wall:.2f} s, {args.heavy_runs / wall:.2f} runs/s, mean run {frame['wall_s'].mean():.2f} s")
+        ideal = min(2, cores)
+        print(f"  speed-up 2 vs 1 workers: {walls[1] / walls[2]:.2f}x (ideal {ideal}x on {cores} cores)")
+        print(f"  load average during the benchmark: {os.getloadavg()[0]:.1f}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
