@@ -1,0 +1,263 @@
+//! The user-request path of timed mode: a request's arrival (cache lookups, the planner's
+//! operations), its disk phases and its completion.
+
+use super::*;
+
+/// A user request in flight.
+#[derive(Debug, Default)]
+pub(super) struct Slot {
+    arrival_ns: u64,
+    is_read: bool,
+    /// Disk operations of the current phase not yet completed.
+    pending: u32,
+    /// The write phase of a write-through plan, issued when the read phase is done (the
+    /// vector keeps its capacity when the slot is reused).
+    writes: Vec<DiskOp>,
+    /// Ramp level whose measured window the request arrived in.
+    level: Option<u32>,
+}
+
+impl Sim<'_> {
+    pub(super) fn alloc_slot(&mut self) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// A user request arrives at `now`.
+    pub(super) fn issue(&mut self, now: u64, req: &Request) -> Result<()> {
+        if self.outstanding >= u64::from(self.spec.outstanding_max) {
+            if matches!(self.spec.driver, Driver::Ramp { .. }) {
+                // The level cannot keep up: mark it and end the ramp there.
+                self.sampler.saturate(now);
+                if let Some(s) = self.schedule.as_mut() {
+                    s.stop_after(now);
+                }
+                self.stopped = true;
+                return Ok(());
+            }
+            return Err(Error::config(
+                "run.outstanding_max",
+                format!(
+                    "{} requests in flight at {:.3} s: the offered load exceeds what the array \
+                     serves; lower it (run.time_scale, run.iops) or raise outstanding_max",
+                    self.outstanding,
+                    now as f64 / 1e9
+                ),
+            ));
+        }
+        let m = &mut self.m.count;
+        m.requests += 1;
+        let is_read = req.op == Op::Read;
+        if is_read {
+            m.read_requests += 1;
+        } else {
+            m.write_requests += 1;
+        }
+        let (first, count) = self.exp.workload.span(req, self.addressing);
+        m.block_requests += count;
+        if is_read {
+            m.read_blocks += count;
+        } else {
+            m.write_blocks += count;
+        }
+        self.acc.ops.clear();
+        let writes = self.exp.cache.writes;
+        if is_read || writes == Writes::Access {
+            self.lookup(first, count, is_read);
+        } else if writes == Writes::Invalidate {
+            for lba in first..first + count {
+                self.m.count.invalidations += u64::from(self.policy.remove(lba));
+            }
+        }
+        let slot = self.alloc_slot();
+        {
+            let s = &mut self.slots[slot as usize];
+            s.arrival_ns = now;
+            s.is_read = is_read;
+            s.pending = 0;
+            s.writes.clear();
+            s.level = self.sampler.level_of(now);
+        }
+        if !is_read {
+            // Write-through: the planner's reads join the read phase, its writes wait.
+            match &self.array {
+                Some(a) => a.plan_write(first, count, &mut self.plan),
+                None => single_disk(&mut self.plan, Op::Write, first, count),
+            }
+            tally(&self.plan, &mut self.m.count);
+            let s = &mut self.slots[slot as usize];
+            for op in &self.plan.ops {
+                match op.op {
+                    Op::Read => self.acc.ops.push(*op),
+                    Op::Write => s.writes.push(*op),
+                }
+            }
+        }
+        self.outstanding += 1;
+        self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
+        self.acc.normalize();
+        if self.acc.ops.is_empty() && self.slots[slot as usize].writes.is_empty() {
+            // Served wholly from cache.
+            return self.done_after(now, slot, self.spec.controller.hit_ns);
+        }
+        if self.acc.ops.is_empty() {
+            return self.write_phase(now, slot);
+        }
+        let ops = std::mem::take(&mut self.acc.ops);
+        let r = self.submit_all(now, slot, &ops);
+        self.acc.ops = ops;
+        r
+    }
+
+    /// Look the request's blocks up; misses add their read plans to `acc`.
+    pub(super) fn lookup(&mut self, first: u64, count: u64, is_read: bool) {
+        let cost: &dyn MissCost = match &self.array {
+            Some(a) => a,
+            None => &UniformCost,
+        };
+        let m = &mut self.m.count;
+        m.lookups += count;
+        for lba in first..first + count {
+            let acc = Access {
+                key: lba,
+                size: 1,
+                now: self.tick,
+                cost,
+            };
+            self.tick += 1;
+            if self.policy.get(&acc) {
+                m.hits += 1;
+                continue;
+            }
+            m.misses += 1;
+            if is_read {
+                match &self.array {
+                    Some(a) => a.plan_read(lba, &mut self.plan),
+                    None => single_disk(&mut self.plan, Op::Read, lba, 1),
+                }
+                m.miss_disk_blocks += tally(&self.plan, m);
+                self.acc.ops.extend_from_slice(&self.plan.ops);
+            }
+            self.evicted.clear();
+            self.policy.insert(&acc, &mut self.evicted);
+            m.evictions += self.evicted.len() as u64;
+        }
+        debug_assert!(self.policy.used() <= self.policy.capacity());
+    }
+
+    /// Issue `ops` for request `slot` at `now`.
+    pub(super) fn submit_all(&mut self, now: u64, slot: u32, ops: &[DiskOp]) -> Result<()> {
+        debug_assert!(!ops.is_empty());
+        self.slots[slot as usize].pending = ops.len() as u32;
+        for op in ops {
+            let disk = op.disk as usize;
+            let io = DiskIo {
+                op: op.op,
+                sector: op.block * self.sectors_per_block,
+                sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
+            };
+            let capacity = self.capacity_sectors[disk];
+            if io.sector + u64::from(io.sectors) > capacity {
+                return Err(Error::config(
+                    "disk",
+                    format!(
+                        "disk {disk} holds {capacity} sectors ({:.2} GiB) but the workload \
+                         reaches sector {}; choose a larger drive (disk.preset) or a \
+                         smaller workload",
+                        (capacity * SECTOR_BYTES) as f64 / (1u64 << 30) as f64,
+                        io.sector + u64::from(io.sectors)
+                    ),
+                ));
+            }
+            let token = match self.free_ops[disk].pop() {
+                Some(t) => {
+                    self.op_slot[disk][t as usize] = slot;
+                    t
+                }
+                None => {
+                    self.op_slot[disk].push(slot);
+                    (self.op_slot[disk].len() - 1) as u32
+                }
+            };
+            self.devices[disk].submit(now, io, Class::Foreground, token);
+            self.start_disk(now, disk);
+        }
+        Ok(())
+    }
+
+    /// One disk operation of request `slot` completed at `now`.
+    pub(super) fn user_op_done(&mut self, now: u64, slot: u32) -> Result<()> {
+        let s = &mut self.slots[slot as usize];
+        debug_assert!(s.pending > 0);
+        s.pending -= 1;
+        if s.pending > 0 {
+            return Ok(());
+        }
+        if !s.writes.is_empty() {
+            return self.write_phase(now, slot);
+        }
+        self.done_after(now, slot, self.spec.controller.miss_ns)
+    }
+
+    /// The read phase of a write is over: issue its writes.
+    pub(super) fn write_phase(&mut self, now: u64, slot: u32) -> Result<()> {
+        let writes = std::mem::take(&mut self.slots[slot as usize].writes);
+        let r = self.submit_all(now, slot, &writes);
+        // Give the (now cleared) vector back so the slot keeps its capacity.
+        let mut writes = writes;
+        writes.clear();
+        self.slots[slot as usize].writes = writes;
+        r
+    }
+
+    /// Complete request `slot` `delay` after `now`.
+    pub(super) fn done_after(&mut self, now: u64, slot: u32, delay: u64) -> Result<()> {
+        if delay == 0 {
+            self.finish(now, slot)
+        } else {
+            self.events.push(now + delay, Kind::RequestDone, slot, 0);
+            Ok(())
+        }
+    }
+
+    /// Request `slot` completes at `now`.
+    pub(super) fn finish(&mut self, now: u64, slot: u32) -> Result<()> {
+        let s = &self.slots[slot as usize];
+        let latency = now - s.arrival_ns;
+        self.m.latency.record(latency);
+        if s.is_read {
+            self.m.read_latency.record(latency);
+        } else {
+            self.m.write_latency.record(latency);
+        }
+        self.sampler.completed(now, latency, s.level);
+        self.m.completed += 1;
+        self.m.sim_ns = self.m.sim_ns.max(now);
+        self.outstanding -= 1;
+        self.free_slots.push(slot);
+        if let Driver::Closed { think_ns, .. } = self.spec.driver {
+            if think_ns == 0 {
+                self.issue_next(now)?;
+            } else if !self.stopped {
+                self.events.push(now + think_ns, Kind::Arrival, 0, 0);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The plan without an `[array]`: one device whose block `b` is logical block `b`.
+pub(super) fn single_disk(plan: &mut Plan, op: Op, block: u64, count: u64) {
+    plan.ops.clear();
+    plan.ops.push(DiskOp {
+        disk: 0,
+        op,
+        block,
+        count: u32::try_from(count).unwrap_or(u32::MAX),
+    });
+}
