@@ -16,6 +16,7 @@ mod disk;
 mod tables;
 mod timed;
 mod tree;
+mod write;
 
 use std::path::Path;
 
@@ -98,6 +99,8 @@ pub struct Experiment {
     pub run: RunSpec,
     /// Timed mode's driver, disks and events (`Some` exactly when `run.mode = "timed"`).
     pub timed: Option<TimedSpec>,
+    /// The write-back cache (`[write_cache]`, timed mode only).
+    pub write_cache: Option<crate::cache::write::WriteSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -306,8 +309,12 @@ fn experiment(
         Some(t) => workload_spec(t, base_dir, run.seed)?,
         None => return Err(Error::config("workload", "missing; expected a table")),
     };
+    let write_table = root.table("write_cache")?;
+    let read_cache = root.has("cache");
     let cache = match root.table("cache")? {
         Some(t) => cache_spec(t)?,
+        // A write cache may run without a read cache (the STOW paper's setup).
+        None if write_table.is_some() => write::no_read_cache(),
         None => return Err(Error::config("cache", "missing; expected a table")),
     };
     let array = root
@@ -323,6 +330,8 @@ fn experiment(
         array.as_ref(),
         base_dir,
     )?;
+    let write_cache =
+        write::write_cache_spec(write_table, read_cache, &workload, array.as_ref(), mode)?;
     root.finish()?;
     if timed.is_some() && cache.unit == Unit::Object {
         return Err(Error::config(
@@ -364,6 +373,7 @@ fn experiment(
         array,
         run,
         timed,
+        write_cache,
         tree: tree.clone(),
     })
 }

@@ -5,6 +5,7 @@
 
 pub mod latency;
 pub mod timed;
+pub mod write;
 
 pub use latency::Latency;
 pub use timed::{DiskMetrics, RampPoint, Series, TimedMetrics, SERIES_ROWS_MAX};

@@ -97,6 +97,8 @@ pub struct TimedMetrics {
     pub failures: Vec<(u64, u32)>,
     pub series: Series,
     pub ramp: Vec<RampPoint>,
+    /// The write-back cache's results, when the run has one.
+    pub write_cache: Option<super::write::WriteCacheMetrics>,
 }
 
 impl TimedMetrics {
@@ -160,7 +162,12 @@ impl TimedMetrics {
             ),
         );
         m.insert("series_truncated".into(), json!(self.series.truncated));
-        m.insert("series".into(), self.series.to_json());
+        let mut series = self.series.to_json();
+        if let Some(wc) = &self.write_cache {
+            wc.put(m);
+            wc.put_series(&mut series);
+        }
+        m.insert("series".into(), series);
         m.insert(
             "ramp".into(),
             Value::Array(

@@ -217,6 +217,16 @@ pub enum SynthSpec {
         mean_interarrival_ns: u64,
         seed: u64,
     },
+    /// SPC-1-like (three ASUs, eight streams; see `synth/spc1.rs`), Poisson at `iops`.
+    Spc1 {
+        /// The full backend in bytes.
+        space_bytes: u64,
+        /// Use 1/100 of it (the STOW paper's "partial backend").
+        partial: bool,
+        iops: f64,
+        requests: u64,
+        seed: u64,
+    },
 }
 
 /// Where requests come from.
@@ -232,7 +242,7 @@ impl SourceSpec {
     pub fn lacks_timestamps(&self) -> bool {
         match self {
             SourceSpec::Synthetic(SynthSpec::Zipf { .. } | SynthSpec::Uniform { .. }) => true,
-            SourceSpec::Synthetic(SynthSpec::WebSearch { .. }) => false,
+            SourceSpec::Synthetic(SynthSpec::WebSearch { .. } | SynthSpec::Spc1 { .. }) => false,
             SourceSpec::Trace { format, .. } => {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)
             }

@@ -18,6 +18,7 @@
 //! Nothing is allocated per event once the pools have grown to the run's peak.
 
 mod arrivals;
+mod destage;
 mod events;
 mod sample;
 #[cfg(test)]
@@ -36,9 +37,17 @@ use crate::workload::{self, Addressing, Op, Request, RequestSource};
 
 use super::count::{self, tally, Prepass, PROGRESS_EVERY};
 use arrivals::Schedule;
+use destage::WriteBack;
 use events::{EventQueue, Kind};
 use sample::Sampler;
 use user::Slot;
+
+/// Who a disk operation belongs to: a user request's slot or a write-cache destage's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    User(u32),
+    Destage(u32),
+}
 
 /// Everything a timed run moves.
 struct Sim<'e> {
@@ -53,9 +62,9 @@ struct Sim<'e> {
     events: EventQueue,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
-    /// Request slot of each disk-operation token, per disk (tokens are per disk so each
-    /// device's table stays as small as its own peak of operations).
-    op_slot: Vec<Vec<u32>>,
+    /// Owner of each disk-operation token, per disk (tokens are per disk so each device's
+    /// table stays as small as its own peak of operations).
+    op_owner: Vec<Vec<Owner>>,
     free_ops: Vec<Vec<u32>>,
     plan: Plan,
     acc: Plan,
@@ -77,6 +86,8 @@ struct Sim<'e> {
     progress_mark: u64,
     /// Ramp levels checked for saturation so far.
     ramp_checked: usize,
+    /// The write-back cache and its destages (`[write_cache]`).
+    wb: Option<WriteBack>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -93,21 +104,29 @@ pub fn run(
     let started = Instant::now();
     let mut sim = Sim::new(exp, spec, pre)?;
     sim.start()?;
-    while let Some(e) = sim.events.pop() {
-        // Closing intervals and applying config events push no engine events, so doing it
-        // after the pop sees the same queue.
-        sim.advance_to(e.time_ns)?;
-        sim.m.events += 1;
-        match e.kind {
-            Kind::Arrival => sim.arrival(e.time_ns)?,
-            Kind::DiskDone => sim.disk_done(e.time_ns, e.a, e.b)?,
-            Kind::RequestDone => sim.finish(e.time_ns, e.a)?,
-        }
-        if sim.m.count.requests >= sim.progress_mark {
-            sim.progress_mark += PROGRESS_EVERY;
-            if !progress(PROGRESS_EVERY) {
-                return Err(Error::Cancelled);
+    let mut now = 0;
+    loop {
+        while let Some(e) = sim.events.pop() {
+            // Closing intervals and applying config events push no engine events, so doing it
+            // after the pop sees the same queue.
+            now = e.time_ns;
+            sim.advance_to(now)?;
+            sim.m.events += 1;
+            match e.kind {
+                Kind::Arrival => sim.arrival(now)?,
+                Kind::DiskDone => sim.disk_done(now, e.a, e.b)?,
+                Kind::RequestDone => sim.finish(now, e.a)?,
             }
+            if sim.m.count.requests >= sim.progress_mark {
+                sim.progress_mark += PROGRESS_EVERY;
+                if !progress(PROGRESS_EVERY) {
+                    return Err(Error::Cancelled);
+                }
+            }
+        }
+        // Nothing left to happen: the write cache destages what it still holds, once.
+        if !sim.drain_write_cache(now)? {
+            break;
         }
     }
     progress(sim.m.count.requests % PROGRESS_EVERY);
@@ -146,7 +165,7 @@ impl<'e> Sim<'e> {
             events: EventQueue::with_capacity(1024),
             slots: Vec::new(),
             free_slots: Vec::new(),
-            op_slot: vec![Vec::new(); disks],
+            op_owner: vec![Vec::new(); disks],
             free_ops: vec![Vec::new(); disks],
             plan: Plan::default(),
             acc: Plan::default(),
@@ -162,6 +181,7 @@ impl<'e> Sim<'e> {
             stopped: false,
             progress_mark: PROGRESS_EVERY,
             ramp_checked: 0,
+            wb: WriteBack::new(exp, spec, disks)?,
         })
     }
 
@@ -189,6 +209,9 @@ impl<'e> Sim<'e> {
     fn advance_to(&mut self, t: u64) -> Result<()> {
         self.sampler
             .advance(t, &mut self.devices, self.outstanding, &mut self.m.series);
+        if let Some(wb) = self.wb.as_mut() {
+            wb.advance(t);
+        }
         while let Some(ev) = self.spec.events.get(self.next_event) {
             if ev.at_ns > t {
                 break;
@@ -278,17 +301,58 @@ impl<'e> Sim<'e> {
         }
     }
 
+    /// Queue `op` at its disk in `class` for `owner` and start the disk if it is idle.
+    fn submit_op(&mut self, now: u64, op: &DiskOp, class: Class, owner: Owner) -> Result<()> {
+        let disk = op.disk as usize;
+        let io = DiskIo {
+            op: op.op,
+            sector: op.block * self.sectors_per_block,
+            sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
+        };
+        let capacity = self.capacity_sectors[disk];
+        if io.sector + u64::from(io.sectors) > capacity {
+            return Err(Error::config(
+                "disk",
+                format!(
+                    "disk {disk} holds {capacity} sectors ({:.2} GiB) but the workload \
+                     reaches sector {}; choose a larger drive (disk.preset) or a \
+                     smaller workload",
+                    (capacity * SECTOR_BYTES) as f64 / (1u64 << 30) as f64,
+                    io.sector + u64::from(io.sectors)
+                ),
+            ));
+        }
+        let token = match self.free_ops[disk].pop() {
+            Some(t) => {
+                self.op_owner[disk][t as usize] = owner;
+                t
+            }
+            None => {
+                self.op_owner[disk].push(owner);
+                (self.op_owner[disk].len() - 1) as u32
+            }
+        };
+        self.devices[disk].submit(now, io, class, token);
+        self.start_disk(now, disk);
+        Ok(())
+    }
+
     fn disk_done(&mut self, now: u64, disk: u32, token: u32) -> Result<()> {
         let d = disk as usize;
         self.devices[d].complete(now, token);
-        let slot = self.op_slot[d][token as usize];
+        let owner = self.op_owner[d][token as usize];
         self.free_ops[d].push(token);
         self.start_disk(now, d);
-        self.user_op_done(now, slot)
+        match owner {
+            Owner::User(slot) => self.user_op_done(now, slot),
+            Owner::Destage(id) => self.destage_op_done(now, id),
+        }
     }
 
     fn finish_run(mut self, started: Instant) -> TimedMetrics {
-        let end = self.m.sim_ns;
+        // Disks and series are closed at the last event, which a write cache's final
+        // destages may put after the last user completion (`sim_ns`).
+        let end = self.write_cache_metrics(self.m.sim_ns);
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();

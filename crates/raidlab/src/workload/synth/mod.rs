@@ -10,11 +10,13 @@ use super::{Keep, RequestSource, SynthSpec};
 use crate::error::{Error, Result};
 
 pub mod permute;
+pub mod spc1;
 pub mod uniform;
 pub mod websearch;
 pub mod zipf;
 
 pub use permute::Scatter;
+pub use spc1::Spc1;
 pub use uniform::Uniform;
 pub use websearch::WebSearch;
 pub use zipf::{Zipf, ZipfSampler};
@@ -44,6 +46,13 @@ pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource
             mean_interarrival_ns,
             seed,
         )?),
+        SynthSpec::Spc1 {
+            space_bytes,
+            partial,
+            iops,
+            requests,
+            seed,
+        } => keep.apply(Spc1::new(space_bytes, partial, iops, requests, seed)?),
     })
 }
 
