@@ -29,7 +29,7 @@ from typing import Any
 
 from rich.console import Console
 
-from raidlab import _core, api
+from raidlab import _core, api, wcache
 from raidlab.progress import run_with_progress
 from raidlab.report import Section, write_report
 
@@ -97,5 +97,8 @@ def reproduce(
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
         result = run_with_progress({"runs": plan.trees}, console, f.name, threads)
-        sections.append(Section(f, plan.spec, result.to_frame(), plan.skipped))
+        frame = wcache.augment(result.to_frame(), result, plan.spec)
+        (out_dir / name).mkdir(parents=True, exist_ok=True)
+        extra = wcache.plots(frame, result, plan.spec, out_dir / name, f.stem)
+        sections.append(Section(f, plan.spec, frame, plan.skipped, extra))
     return write_report(name, sections, out_dir / name, console)
