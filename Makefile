@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
 	$(VPY) benches/bench_count.py
 	$(VPY) benches/bench_timed.py
+	$(VPY) benches/bench_stow.py
 
 clean:
 	rm -rf $(VENV) target results

@@ -85,7 +85,8 @@ pub struct CountMetrics {
     pub wall_ns: u64,
 }
 
-fn ratio(num: u64, den: u64) -> f64 {
+/// `num / den`, 0 when `den` is 0.
+pub(crate) fn ratio(num: u64, den: u64) -> f64 {
     if den == 0 {
         0.0
     } else {

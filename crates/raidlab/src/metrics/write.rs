@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::ratio;
 use crate::cache::write::plan::RowKinds;
 use crate::cache::write::{OrderState, WriteStats};
 
@@ -47,14 +48,6 @@ pub struct WriteCacheMetrics {
     pub left_pages: u64,
     pub order_state: OrderState,
     pub series: WriteSeries,
-}
-
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        0.0
-    } else {
-        a as f64 / b as f64
-    }
 }
 
 impl WriteCacheMetrics {

@@ -366,6 +366,10 @@ impl Sim<'_> {
             return user_end;
         };
         let end = user_end.max(wb.last_ns);
+        if !wb.read_cache() {
+            // No read cache ran (the `[cache]` the config carries is a placeholder).
+            self.m.count.capacity = 0;
+        }
         self.m.write_cache = Some(wb.metrics(end, user_end));
         end
     }

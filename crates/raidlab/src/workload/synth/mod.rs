@@ -71,6 +71,37 @@ pub(crate) fn unit_f64(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// Arrival times of a Poisson process: the first request at 0, then exponential gaps with
+/// mean `mean_ns`, rounded to whole nanoseconds.
+#[derive(Debug, Clone)]
+pub(crate) struct PoissonClock {
+    mean_ns: f64,
+    time_ns: u64,
+    first: bool,
+}
+
+impl PoissonClock {
+    pub(crate) fn new(mean_ns: f64) -> PoissonClock {
+        PoissonClock {
+            mean_ns,
+            time_ns: 0,
+            first: true,
+        }
+    }
+
+    /// The next arrival time (one draw from `rng` after the first).
+    #[inline]
+    pub(crate) fn next(&mut self, rng: &mut ChaCha8Rng) -> u64 {
+        if self.first {
+            self.first = false;
+        } else {
+            let gap = -self.mean_ns * libm::log1p(-unit_f64(rng));
+            self.time_ns = self.time_ns.saturating_add(libm::round(gap) as u64);
+        }
+        self.time_ns
+    }
+}
+
 /// A uniform integer in [0, n), unbiased (Lemire's multiply-and-reject). `n > 0`.
 #[inline]
 pub(crate) fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {

@@ -38,7 +38,7 @@
 
 use rand_chacha::ChaCha8Rng;
 
-use super::{bad, below, rng, unit_f64};
+use super::{bad, below, rng, unit_f64, PoissonClock};
 use crate::error::Result;
 use crate::workload::{Addressing, Op, Request, RequestSource};
 
@@ -146,9 +146,7 @@ pub struct Spc1 {
     streams: [Stream; 8],
     /// Cumulative stream shares.
     cum: [f64; 8],
-    mean_interarrival_ns: f64,
-    time_ns: u64,
-    first: bool,
+    clock: PoissonClock,
     left: u64,
 }
 
@@ -236,9 +234,7 @@ impl Spc1 {
             arrivals: rng(seed, 1),
             streams,
             cum,
-            mean_interarrival_ns: 1e9 / iops,
-            time_ns: 0,
-            first: true,
+            clock: PoissonClock::new(1e9 / iops),
             left: requests,
         })
     }
@@ -303,17 +299,12 @@ impl RequestSource for Spc1 {
             return Ok(None);
         }
         self.left -= 1;
-        if self.first {
-            self.first = false;
-        } else {
-            let gap = -self.mean_interarrival_ns * libm::log1p(-unit_f64(&mut self.arrivals));
-            self.time_ns = self.time_ns.saturating_add(libm::round(gap) as u64);
-        }
+        let time_ns = self.clock.next(&mut self.arrivals);
         let u = unit_f64(&mut self.rng);
         let i = self.cum.iter().position(|&c| u < c).unwrap_or(7);
         let (op, page, pages) = self.draw(i);
         Ok(Some(Request {
-            time_ns: self.time_ns,
+            time_ns,
             op,
             offset: page * PAGE_BYTES,
             len: pages * PAGE_BYTES,
