@@ -48,7 +48,8 @@ pub struct WriteSpec {
     pub rate: RateSpec,
     /// Most destages in flight (the rate's maximum, WOW's MAXQUEUE).
     pub max_destages: u32,
-    /// A page is sequential when this many pages right before it are in the cache.
+    /// A page is sequential when it continues an ascending run of at least this many pages
+    /// written before it (each present when the next was written).
     pub seq_pages: u32,
     /// Destage everything at the maximum rate once the workload has ended.
     pub drain: bool,
@@ -144,6 +145,9 @@ pub struct WriteCache {
     rate: Rate,
     seq_pages: u32,
     needs_seq: bool,
+    /// Per slot and page: length of the ascending run the page ended when written (only for
+    /// orders that need the sequential detector).
+    runs: Vec<u8>,
     low_reached: bool,
     draining: bool,
     backup: Box<dyn Backup>,
@@ -179,6 +183,11 @@ impl WriteCache {
             occupied: 0,
             inflight: 0,
             needs_seq: order.needs_seq(),
+            runs: if order.needs_seq() {
+                vec![0; slots as usize * spec.group_pages as usize]
+            } else {
+                Vec::new()
+            },
             order,
             rate,
             seq_pages: spec.seq_pages,
@@ -261,10 +270,36 @@ impl WriteCache {
         hit
     }
 
-    /// Whether the `seq_pages` pages right before `lba` are all in the cache.
-    fn sequential(&self, lba: u64) -> bool {
-        let k = u64::from(self.seq_pages);
-        lba >= k && (1..=k).all(|d| self.holds(lba - d))
+    /// The ascending run a write of `lba` ends: one more than the run of page `lba - 1` if
+    /// that page is in the cache, else 1 (SARC's detector: presence of the preceding page plus
+    /// a counter). Pages written out of order do not make a run.
+    fn run_of(&self, lba: u64) -> u8 {
+        if lba == 0 {
+            return 1;
+        }
+        let prev = lba - 1;
+        let Some(slot) = self.groups.find(prev / self.group_pages) else {
+            return 1;
+        };
+        let page = prev % self.group_pages;
+        let w = self.dirty_word(slot, page);
+        if (self.bits[w] | self.bits[w + self.words]) & (1u64 << (page % 64)) == 0 {
+            return 1;
+        }
+        let i = slot as usize * self.group_pages as usize + page as usize;
+        self.runs[i].saturating_add(1)
+    }
+
+    /// Classify a write of `lba` in `slot` (recording its run): whether it is sequential.
+    #[inline]
+    fn classify(&mut self, slot: u32, lba: u64) -> bool {
+        if !self.needs_seq {
+            return false;
+        }
+        let run = self.run_of(lba);
+        let i = slot as usize * self.group_pages as usize + (lba % self.group_pages) as usize;
+        self.runs[i] = run;
+        u32::from(run) > self.seq_pages
     }
 
     /// Write page `lba`. `None` when it needs a buffer and the cache is full (nothing
@@ -281,8 +316,8 @@ impl WriteCache {
                 self.stats.overwrite_hits += 1;
                 self.backup.on_invalidate(lba);
                 self.backup.on_write(lba, true);
+                let seq = self.classify(slot, lba);
                 if self.groups.get(slot).in_order {
-                    let seq = self.needs_seq && self.sequential(lba);
                     self.notify(slot, group, page, false, true, seq);
                 }
                 return Some(Absorbed::Overwrite);
@@ -291,7 +326,6 @@ impl WriteCache {
         if self.occupied >= self.capacity {
             return None;
         }
-        let seq = self.needs_seq && self.sequential(lba);
         let (slot, absorbed) = match found {
             Some(slot) => (slot, Absorbed::StripeHit),
             None => {
@@ -307,6 +341,7 @@ impl WriteCache {
                 (slot, Absorbed::NewGroup)
             }
         };
+        let seq = self.classify(slot, lba);
         let w = self.dirty_word(slot, page);
         if self.bits[w + self.words] & bit != 0 {
             // The older version is being destaged: this one takes a second buffer.

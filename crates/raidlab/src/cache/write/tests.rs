@@ -144,3 +144,22 @@ fn drain_destages_below_the_low_threshold() {
     c.finish_destage(d.slot);
     assert_eq!(c.occupied(), 0);
 }
+
+#[test]
+fn sequential_means_an_ascending_run_not_just_neighbours() {
+    // seq_pages = 1: a page is sequential when it extends a run of at least 2.
+    let mut c = cache(OrderKind::Stow);
+    // Written 2, 0, 1, 3: page 1 extends present 0 (run 2, sequential), page 3 extends
+    // present 2 (run 2, sequential); 0 and 2 start runs of 1.
+    for lba in [2, 0, 1, 3] {
+        c.write(lba).unwrap();
+    }
+    assert_eq!(c.stats.seq_pages, 2);
+    // Written 6, 4, 5: 6 starts a run (5 absent), 4 starts one, 5 extends 4 (run 2). Page 6
+    // is not re-classified when 5 arrives after it.
+    let mut c = cache(OrderKind::Stow);
+    for lba in [6, 4, 5] {
+        c.write(lba).unwrap();
+    }
+    assert_eq!(c.stats.seq_pages, 1);
+}
