@@ -18,6 +18,10 @@ pub struct WriteSeries {
     pub destage_pages_per_s: Vec<f64>,
     /// Destages in flight at the end of the interval.
     pub inflight: Vec<u32>,
+    /// STOW: pages in SeqQ and DesiredSeqQSize at the end of the interval, as fractions of
+    /// the capacity (0 for the other orders).
+    pub seq_queue: Vec<f64>,
+    pub desired_seq: Vec<f64>,
 }
 
 /// Results of the write cache over a run.
@@ -145,5 +149,7 @@ impl WriteCacheMetrics {
             json!(self.series.destage_pages_per_s),
         );
         m.insert("wc_inflight".into(), json!(self.series.inflight));
+        m.insert("wc_seq_queue".into(), json!(self.series.seq_queue));
+        m.insert("wc_desired_seq".into(), json!(self.series.desired_seq));
     }
 }

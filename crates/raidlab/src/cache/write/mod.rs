@@ -172,6 +172,7 @@ impl WriteCache {
             page_hits_only: backend.mirrored,
             hysteresis_pages,
             queue_depth: spec.max_destages,
+            capacity_pages: capacity,
         });
         let words = spec.group_pages.div_ceil(64) as usize;
         WriteCache {

@@ -162,6 +162,10 @@ impl WriteBack {
             s.destage_pages_per_s
                 .push(self.row_destaged as f64 / (span / 1e9));
             s.inflight.push(self.cache.inflight());
+            let st = self.cache.order_state();
+            let cap = self.cache.capacity() as f64;
+            s.seq_queue.push(st.seq_pages as f64 / cap);
+            s.desired_seq.push(st.desired_seq_pages / cap);
         }
         self.row_from_ns = end;
         self.row_occ_area = 0.0;

@@ -54,6 +54,8 @@ pub struct OrderCtx {
     pub hysteresis_pages: u64,
     /// The rate's maximum number of destages in flight (STOW's "queue depth").
     pub queue_depth: u32,
+    /// The cache's capacity in pages (STOW bounds its target SeqQ size by it).
+    pub capacity_pages: u64,
 }
 
 /// A destage order.
@@ -213,6 +215,7 @@ pub(crate) mod testutil {
             page_hits_only: false,
             hysteresis_pages: 4,
             queue_depth: 20,
+            capacity_pages: 1 << 20,
         }
     }
 

@@ -27,11 +27,17 @@
 //! Readings where the paper is silent (*unsure*, kept simple and stated here): the increment
 //! rule applies to SeqQ destages only (the paper's "breaks in the logical write group
 //! addresses being destaged from SeqQ"); a stretch counts consecutive groups; RanRq and SeqRq
-//! count page writes by class; queue sizes in the increment are taken after the destaged
-//! group left; a destage needed before occupancy ever reached the low threshold (a rate that
-//! destages below it) initialises DesiredSeqQSize then; when the chosen queue is empty the
-//! other one is used (a new choice); DesiredSeqQSize never goes below 0; a group written
-//! during its own destage re-enters its old queue with bit 1.
+//! count page writes by class; queue sizes in the increment are taken while the destaged
+//! group is still counted in SeqQ (the moment of the destage decision); a destage needed
+//! before occupancy ever reached the low threshold (a rate that destages below it)
+//! initialises DesiredSeqQSize then; when the chosen queue is empty the other one is used (a
+//! new choice); a group written during its own destage re-enters its old queue with bit 1.
+//!
+//! DesiredSeqQSize is kept within `[0, capacity]`, as ARC (by the same group) bounds its
+//! target size `p` by the cache: a target beyond the cache means nothing, and without the bound
+//! one increment taken while SeqQ holds a few pages (`n x |RanQ| / |SeqQ|` grows without
+//! limit as `|SeqQ|` shrinks) was measured to push it to four times the cache, after which
+//! SeqQ is never chosen and sequential data fills the cache (see `docs/write-cache.md`).
 
 use super::{Bits, DestageOrder, OrderCtx, OrderState, PageWrite, SortedRing};
 
@@ -54,6 +60,7 @@ pub struct Stow {
     /// DesiredSeqQSize; `None` until initialised.
     desired: Option<f64>,
     hysteresis: u64,
+    capacity: f64,
     disks: u32,
     queue_depth: u32,
     page_hits_only: bool,
@@ -82,6 +89,7 @@ impl Stow {
             ran_pages: 0,
             desired: None,
             hysteresis: ctx.hysteresis_pages.max(1),
+            capacity: ctx.capacity_pages as f64,
             disks: ctx.disks.max(1),
             queue_depth: ctx.queue_depth,
             page_hits_only: ctx.page_hits_only,
@@ -115,7 +123,8 @@ impl Stow {
         self.ran_at_choice = self.ran_pages;
     }
 
-    /// Algorithm 3, lines 10-18, for a group `g` just destaged from SeqQ.
+    /// Algorithm 3, lines 10-18, for a group `g` being destaged from SeqQ (still counted in
+    /// `seq_pages`).
     fn seq_destaged(&mut self, g: u64) {
         match self.prev_seq {
             Some(p) if g == p.wrapping_add(1) => self.stretch += 1,
@@ -125,8 +134,9 @@ impl Stow {
                     let seq = self.seq_pages as f64;
                     let rq = (self.ran_rq + self.seq_rq).max(1) as f64;
                     if ran / (ran + seq) > self.ran_rq as f64 / rq {
+                        let cap = self.capacity;
                         if let Some(d) = self.desired.as_mut() {
-                            *d += f64::from(self.disks) * ran / seq;
+                            *d = (*d + f64::from(self.disks) * ran / seq).min(cap);
                         }
                     }
                 }
@@ -220,8 +230,8 @@ impl DestageOrder for Stow {
         self.destaged_since += p;
         match q {
             Queue::Seq => {
-                self.seq_pages -= p;
                 self.seq_destaged(g);
+                self.seq_pages -= p;
             }
             Queue::Ran => self.ran_pages -= p,
         }
@@ -397,10 +407,29 @@ mod tests {
         assert_eq!(o.next_victim(), Some(10));
         assert_eq!(o.next_victim(), Some(11)); // contiguous: stretch 2
         assert_eq!(o.desired(), Some(0.0));
-        // 20 breaks a stretch of 2 < 20. After 20 leaves: |RanQ| = 6, |SeqQ| = 1;
-        // RanQ's share 6/7 > RanRq share 6/10: Desired += 5 x 6 / 1 = 30.
+        // 20 breaks a stretch of 2 < 20. With 20 still counted: |RanQ| = 6, |SeqQ| = 2;
+        // RanQ's share 6/8 > RanRq's share 6/10: Desired += 5 x 6 / 2 = 15.
         assert_eq!(o.next_victim(), Some(20));
-        assert_eq!(o.desired(), Some(30.0));
+        assert_eq!(o.desired(), Some(15.0));
+    }
+
+    #[test]
+    fn desired_is_bounded_by_the_cache() {
+        let mut c = ctx();
+        c.capacity_pages = 20;
+        let mut o = Stow::new(&c);
+        for g in [10u64, 20] {
+            o.on_write(&pw(g, true, false, true, true));
+        }
+        for g in 1..=6 {
+            o.on_write(&pw(g, true, false, false, false));
+        }
+        o.on_low_threshold();
+        o.desired = Some(0.0);
+        assert_eq!(o.next_victim(), Some(10));
+        // A break with |RanQ| = 6, |SeqQ| = 1: 5 x 6 / 1 = 30, held at the capacity 20.
+        assert_eq!(o.next_victim(), Some(20));
+        assert_eq!(o.desired(), Some(20.0));
     }
 
     #[test]
