@@ -130,8 +130,13 @@ def plots(frame: Any, result: Any, spec: dict[str, Any], out: Path, stem: str) -
         parts.append(f'<p><img src="{html.escape(png.name)}" alt="{html.escape(series_key)} over time"></p>')
     if "curve_facets" in spec:
         groups = _groups(frame, list(spec["curve_facets"]))
-        fig, axes = plt.subplots(1, len(groups), figsize=(3.4 * len(groups), 3.0), squeeze=False)
-        for ax, (label, rows) in zip(axes[0], groups):
+        ncols = min(4, len(groups))
+        nrows = -(-len(groups) // ncols)
+        fig, grid = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 3.0 * nrows), squeeze=False)
+        axes = grid.ravel()
+        for ax in axes[len(groups) :]:
+            ax.set_visible(False)
+        for ax, (label, rows) in zip(axes, groups):
             for i in rows:
                 pts = [p for p in result.runs[i].ramp if not p["saturated"]]
                 ax.plot([p["iops"] for p in pts], [p["mean_ms"] for p in pts], marker="o", markersize=2, label=str(frame["write_cache.order"].iloc[i]))
@@ -140,8 +145,9 @@ def plots(frame: Any, result: Any, spec: dict[str, Any], out: Path, stem: str) -
             ax.set_title(label, fontsize=8)
             ax.set_xlabel("IOPS", fontsize=8)
             ax.tick_params(labelsize=7)
-        axes[0][0].set_ylabel("mean response (ms)")
-        axes[0][-1].legend(fontsize=7)
+        for row in grid:
+            row[0].set_ylabel("mean response (ms)")
+        axes[len(groups) - 1].legend(fontsize=7)
         fig.tight_layout()
         png = out / f"{stem}-curves.png"
         fig.savefig(png, dpi=110)
