@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_xray.py
 	$(VPY) benches/bench_rebuild.py
 	$(VPY) benches/bench_sweep.py
+	$(VPY) benches/bench_stow.py
 
 clean:
 	rm -rf $(VENV) target results

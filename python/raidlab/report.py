@@ -5,7 +5,7 @@ file's ``[report]`` table (see :mod:`raidlab.reproduce`)."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,8 @@ class Section:
     frame: Any  # pandas.DataFrame, or None when every run was skipped
     skipped: list[str]
     series: Any = None  # the runs' time series (``Result.series()``), for ``[report.series]``
+    # HTML fragments (plots) added by the experiment's own presentation (`raidlab.wcache`).
+    extra: list[str] = field(default_factory=list)
 
 
 def per_value(sections: list[Section]) -> list[Section]:
@@ -43,7 +45,7 @@ def per_value(sections: list[Section]) -> list[Section]:
                 spec.pop("series", None)
                 spec.pop("series_plot", None)
                 spec.pop("table", None)
-            out.append(Section(s.file, spec, s.frame, [] if i else s.skipped, s.series))
+            out.append(Section(s.file, spec, s.frame, [] if i else s.skipped, s.series, [] if i else s.extra))
     return out
 
 
@@ -209,6 +211,10 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         value = s.spec.get("value", "rgr")
         console.print(console_table(table, f"{title}: {value}", "{:.4f}"))
         body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
+        for also in s.spec.get("also", []):
+            more = pivot(s.frame, {**s.spec, "value": also})
+            console.print(console_table(more, f"{title}: {also}", "{:.4f}"))
+            body.append(f"<h3>{html.escape(also)}</h3>" + more.to_html(float_format="%.4f"))
         pairs = s.spec.get("compare", [])
         if pairs:
             higher = s.spec.get("better", "lower") == "higher"
@@ -235,6 +241,7 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             body.append(avoid.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-"))
             for c, best, med, k, n in summary(avoid):
                 console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
+        body.extend(s.extra)
         if "plot_x" in s.spec:
             for png in plot(s.frame, s.spec, out / f"{stem}{s.spec.get('suffix', '')}.png"):
                 body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')

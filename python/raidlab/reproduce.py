@@ -34,7 +34,7 @@ from typing import Any
 
 from rich.console import Console
 
-from raidlab import _core, api, store
+from raidlab import _core, api, store, wcache
 from raidlab.progress import SweepBar
 from raidlab.report import Section, write_report
 from raidlab.sweep import Task, run_tasks, tasks
@@ -115,31 +115,74 @@ def reproduce(
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
         bar = SweepBar(console, f.name)
+        store_dir = out_dir / name / "store"
         try:
-            frame = run_tasks(plan.tasks, out=out_dir / name / "store", executor=executor, workers=threads, progress=bar)
+            frame = run_tasks(plan.tasks, out=store_dir, executor=executor, workers=threads, progress=bar)
         finally:
             bar.close()
         failed = frame[frame["status"] != "done"]
         for _, row in failed.iterrows():
             plan.skipped.append(f"{row['name']}: failed: {row['error']}")
             console.print(f"[red]failed[/red] {row['name']}: {row['error']}", highlight=False)
-        frame = frame[frame["status"] == "done"].drop(columns=["config", "status", "error"])
+        frame = frame[frame["status"] == "done"].drop(columns=["config", "status", "error"]).reset_index(drop=True)
+        if not len(frame):
+            sections.append(Section(f, plan.spec, None, plan.skipped))
+            continue
+        runs = StoredRuns.read(store_dir, frame)
+        frame = wcache.augment(frame, runs, plan.spec)
+        (out_dir / name).mkdir(parents=True, exist_ok=True)
+        extra = wcache.plots(frame, runs, plan.spec, out_dir / name, f.stem)
         wants_series = "series_plot" in plan.spec or "series" in plan.spec
-        series = stored_series(out_dir / name / "store", frame) if wants_series else None
-        sections.append(Section(f, plan.spec, frame if len(frame) else None, plan.skipped, series))
+        series = runs.series_frame() if wants_series else None
+        sections.append(Section(f, plan.spec, frame, plan.skipped, series, extra))
     return write_report(name, sections, out_dir / name, console)
 
 
-def stored_series(store_dir: Path, frame: Any) -> Any:
-    """The time series of the finished runs in ``frame`` as one DataFrame with a ``name``
-    column (the shape of :meth:`raidlab.Result.series`), read back from the store."""
-    import pandas as pd
 
-    parts = []
-    for run_id, run_name in zip(frame["run_id"], frame["name"]):
-        p = store.path(store_dir, "series", run_id)
-        if p.exists():
-            part = pd.read_parquet(p).drop(columns=["run_id"])
-            part.insert(0, "name", run_name)
-            parts.append(part)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+@dataclass
+class StoredRun:
+    """One finished run read back from the store: its metrics row, time series (columns)
+    and ramp levels — the parts of :class:`raidlab.Run` that reports use."""
+
+    name: str
+    metrics: dict[str, Any]
+    series: dict[str, list[Any]]
+    ramp: list[dict[str, Any]]
+
+
+@dataclass
+class StoredRuns:
+    """The finished runs of one experiment file, in the order of its frame."""
+
+    runs: list[StoredRun]
+
+    @staticmethod
+    def read(store_dir: Path, frame: Any) -> "StoredRuns":
+        import pandas as pd
+
+        runs = []
+        for row in frame.to_dict("records"):
+            run_id = row["run_id"]
+            series: dict[str, list[Any]] = {}
+            ramp: list[dict[str, Any]] = []
+            p = store.path(store_dir, "series", run_id)
+            if p.exists():
+                series = pd.read_parquet(p).drop(columns=["run_id"]).to_dict("list")
+            p = store.path(store_dir, "ramp", run_id)
+            if p.exists():
+                ramp = pd.read_parquet(p).drop(columns=["run_id"]).to_dict("records")
+            runs.append(StoredRun(row["name"], row, series, ramp))
+        return StoredRuns(runs)
+
+    def series_frame(self) -> Any:
+        """Every run's time series in one DataFrame with a ``name`` column (the shape of
+        :meth:`raidlab.Result.series`)."""
+        import pandas as pd
+
+        parts = []
+        for r in self.runs:
+            if r.series:
+                part = pd.DataFrame(r.series)
+                part.insert(0, "name", r.name)
+                parts.append(part)
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -1,4 +1,6 @@
-//! The controller's caches. Only the read cache exists so far; the write-back cache and its
-//! backup (STOW, WOW, RAPID-Cache) will live beside it in `write/` and `backup/`.
+//! The controller's caches: the read cache (`read/`) and the non-volatile write-back cache
+//! (`write/`: write groups, destage orders and rates). The write cache's backup (RAPID-Cache)
+//! will plug into `write::Backup`.
 
 pub mod read;
+pub mod write;

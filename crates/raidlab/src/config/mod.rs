@@ -23,6 +23,7 @@ mod sweep;
 mod tables;
 mod timed;
 mod tree;
+mod write;
 
 use std::path::Path;
 
@@ -111,6 +112,8 @@ pub struct Experiment {
     pub host: Option<crate::host::HostSpec>,
     /// Hot spares and how a failed disk is rebuilt (timed mode, `[rebuild]`).
     pub rebuild: Option<crate::rebuild::RebuildSpec>,
+    /// The write-back cache (`[write_cache]`, timed mode only).
+    pub write_cache: Option<crate::cache::write::WriteSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -263,8 +266,12 @@ fn experiment(
         Some(t) => workload_spec(t, base_dir, run.seed)?,
         None => return Err(Error::config("workload", "missing; expected a table")),
     };
+    let write_table = root.table("write_cache")?;
+    let read_cache = root.has("cache");
     let cache = match root.table("cache")? {
         Some(t) => cache_spec(t)?,
+        // A write cache may run without a read cache (the STOW paper's setup).
+        None if write_table.is_some() => write::no_read_cache(),
         None => return Err(Error::config("cache", "missing; expected a table")),
     };
     let array = root
@@ -282,6 +289,8 @@ fn experiment(
     )?;
     let host = root.table("host")?.map(host::host_spec).transpose()?;
     let rebuild = rebuild::rebuild_spec(root.table("rebuild")?, timed.as_ref(), array.as_ref())?;
+    let write_cache =
+        write::write_cache_spec(write_table, read_cache, &workload, array.as_ref(), mode)?;
     root.finish()?;
     host::check(
         host.as_ref(),
@@ -332,6 +341,7 @@ fn experiment(
         timed,
         host,
         rebuild,
+        write_cache,
         tree: tree.clone(),
     })
 }

@@ -118,7 +118,7 @@ pub(super) fn source_spec(
 fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
     const REQUESTS_MAX: u64 = 1 << 40;
     let kind_key = t.key("kind");
-    let kind = t.choice("kind", &["zipf", "uniform", "websearch", "bursty"])?;
+    let kind = t.choice("kind", &["zipf", "uniform", "websearch", "bursty", "spc1"])?;
     let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(run_seed);
     let spec = match kind {
         Some("zipf") => SynthSpec::Zipf {
@@ -145,12 +145,21 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
             }
         }
         Some("bursty") => super::bursty::bursty_spec(&mut t, seed)?,
-        _ => {
-            return Err(Error::config(
-                kind_key,
-                "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\"",
-            ))
+        Some("spc1") => {
+            // 573 million 512-byte sectors: the STOW paper's RAID-5 full backend.
+            let space_gib = t.float("space_gib", 0.001, 1e6)?.unwrap_or(273.2);
+            SynthSpec::Spc1 {
+                space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
+                partial: t.choice("backend", &["full", "partial"])? == Some("partial"),
+                iops: t.float("iops", 1e-3, 1e9)?.unwrap_or(1000.0),
+                requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(1_000_000),
+                seed,
+            }
         }
+        _ => return Err(Error::config(
+            kind_key,
+            "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\", \"spc1\"",
+        )),
     };
     t.finish()?;
     Ok(spec)

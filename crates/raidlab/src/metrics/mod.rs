@@ -6,6 +6,7 @@
 pub mod latency;
 pub mod rebuild;
 pub mod timed;
+pub mod write;
 
 pub use latency::Latency;
 pub use rebuild::{RebuildMetrics, RebuildRecord};

@@ -105,6 +105,8 @@ pub struct TimedMetrics {
     pub ramp: Vec<RampPoint>,
     /// Rebuilds and the response times around them (with `[rebuild]`).
     pub rebuild: Option<super::RebuildMetrics>,
+    /// The write-back cache's results, when the run has one.
+    pub write_cache: Option<super::write::WriteCacheMetrics>,
 }
 
 impl TimedMetrics {
@@ -171,7 +173,12 @@ impl TimedMetrics {
             r.put(m);
         }
         m.insert("series_truncated".into(), json!(self.series.truncated));
-        m.insert("series".into(), self.series.to_json());
+        let mut series = self.series.to_json();
+        if let Some(wc) = &self.write_cache {
+            wc.put(m);
+            wc.put_series(&mut series);
+        }
+        m.insert("series".into(), series);
         m.insert(
             "ramp".into(),
             Value::Array(

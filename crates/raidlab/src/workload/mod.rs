@@ -224,6 +224,16 @@ pub enum SynthSpec {
     },
     /// The RAPID-Cache paper's bursty generator with LRU history tables (`synth/bursty.rs`).
     Bursty(synth::BurstySpec),
+    /// SPC-1-like (three ASUs, eight streams; see `synth/spc1.rs`), Poisson at `iops`.
+    Spc1 {
+        /// The full backend in bytes.
+        space_bytes: u64,
+        /// Use 1/100 of it (the STOW paper's "partial backend").
+        partial: bool,
+        iops: f64,
+        requests: u64,
+        seed: u64,
+    },
 }
 
 /// Where requests come from.
@@ -246,7 +256,9 @@ impl SourceSpec {
     pub fn lacks_timestamps(&self) -> bool {
         match self {
             SourceSpec::Synthetic(SynthSpec::Zipf { .. } | SynthSpec::Uniform { .. }) => true,
-            SourceSpec::Synthetic(SynthSpec::WebSearch { .. } | SynthSpec::Bursty(_)) => false,
+            SourceSpec::Synthetic(
+                SynthSpec::WebSearch { .. } | SynthSpec::Bursty(_) | SynthSpec::Spc1 { .. },
+            ) => false,
             SourceSpec::Trace { format, .. } => {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)
             }

@@ -13,10 +13,10 @@ use crate::error::{Error, Result};
 
 // `slab` and `freq` define the entry-accessor macros the policy files use: declare them first.
 #[macro_use]
-mod slab;
+pub(crate) mod slab;
 #[macro_use]
 mod freq;
-mod list;
+pub(crate) mod list;
 mod queue;
 #[cfg(test)]
 mod testutil;

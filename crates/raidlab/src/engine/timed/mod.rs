@@ -18,6 +18,7 @@
 //! Nothing is allocated per event once the pools have grown to the run's peak.
 
 mod arrivals;
+mod destage;
 mod events;
 mod rebuild;
 #[cfg(test)]
@@ -32,13 +33,14 @@ use std::time::Instant;
 use crate::array::{Array, DiskOp, Plan};
 use crate::cache::read::{self, ReadPolicy, Units};
 use crate::config::{Action, Driver, Experiment, TimedSpec};
-use crate::disk::{Device, SECTOR_BYTES};
+use crate::disk::{Class, Device, DiskIo, SECTOR_BYTES};
 use crate::error::{Error, Result};
 use crate::metrics::{DiskMetrics, TimedMetrics};
 use crate::workload::{self, Addressing, Request, RequestSource};
 
 use super::count::{self, Prepass, PROGRESS_EVERY};
 use arrivals::Schedule;
+use destage::WriteBack;
 use events::{EventQueue, Kind};
 use rebuild::{Owner, Rebuilder};
 use sample::Sampler;
@@ -98,6 +100,8 @@ struct Sim<'e> {
     rebuild: Rebuilder,
     /// Time of the last rebuild completion (the run may outlast its last user request).
     rebuild_end_ns: u64,
+    /// The write-back cache and its destages (`[write_cache]`, `destage.rs`).
+    wb: Option<WriteBack>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -114,23 +118,31 @@ pub fn run(
     let started = Instant::now();
     let mut sim = Sim::new(exp, spec, pre)?;
     sim.start()?;
-    while let Some(e) = sim.events.pop() {
-        // Closing intervals and applying config events push no engine events, so doing it
-        // after the pop sees the same queue.
-        sim.advance_to(e.time_ns)?;
-        sim.m.events += 1;
-        match e.kind {
-            Kind::Arrival => sim.arrival(e.time_ns)?,
-            Kind::DiskDone => sim.disk_done(e.time_ns, e.a, e.b)?,
-            Kind::RequestDone => sim.finish(e.time_ns, e.a)?,
-            Kind::RebuildStart => sim.rebuild_start_event(e.time_ns, e.a)?,
-            Kind::RebuildWake => sim.rebuild_wake(e.time_ns)?,
-        }
-        if sim.m.count.requests >= sim.progress_mark {
-            sim.progress_mark += PROGRESS_EVERY;
-            if !progress(PROGRESS_EVERY) {
-                return Err(Error::Cancelled);
+    let mut now = 0;
+    loop {
+        while let Some(e) = sim.events.pop() {
+            // Closing intervals and applying config events push no engine events, so doing
+            // it after the pop sees the same queue.
+            now = e.time_ns;
+            sim.advance_to(now)?;
+            sim.m.events += 1;
+            match e.kind {
+                Kind::Arrival => sim.arrival(now)?,
+                Kind::DiskDone => sim.disk_done(now, e.a, e.b)?,
+                Kind::RequestDone => sim.finish(now, e.a)?,
+                Kind::RebuildStart => sim.rebuild_start_event(now, e.a)?,
+                Kind::RebuildWake => sim.rebuild_wake(now)?,
             }
+            if sim.m.count.requests >= sim.progress_mark {
+                sim.progress_mark += PROGRESS_EVERY;
+                if !progress(PROGRESS_EVERY) {
+                    return Err(Error::Cancelled);
+                }
+            }
+        }
+        // Nothing left to happen: the write cache destages what it still holds, once.
+        if !sim.drain_write_cache(now)? {
+            break;
         }
     }
     progress(sim.m.count.requests % PROGRESS_EVERY);
@@ -190,6 +202,7 @@ impl<'e> Sim<'e> {
             ramp_checked: 0,
             rebuild,
             rebuild_end_ns: 0,
+            wb: WriteBack::new(exp, spec, disks)?,
         })
     }
 
@@ -221,6 +234,9 @@ impl<'e> Sim<'e> {
     fn advance_to(&mut self, t: u64) -> Result<()> {
         self.sampler
             .advance(t, &mut self.devices, self.outstanding, &mut self.m.series);
+        if let Some(wb) = self.wb.as_mut() {
+            wb.advance(t);
+        }
         while let Some(ev) = self.spec.events.get(self.next_event) {
             if ev.at_ns > t {
                 break;
@@ -322,6 +338,7 @@ impl<'e> Sim<'e> {
         let slot = match owner {
             Owner::User(slot) => slot,
             Owner::Rebuild(tag) => return self.rebuild_done(now, tag),
+            Owner::Destage(id) => return self.destage_op_done(now, id),
         };
         let s = &mut self.slots[slot as usize];
         debug_assert!(s.pending > 0);
@@ -335,6 +352,36 @@ impl<'e> Sim<'e> {
             return self.write_phase(now, slot);
         }
         self.done_after(now, slot, self.spec.controller.miss_ns)
+    }
+
+    /// Queue `op` (an operation on array member `op.disk`) in `class` for `owner` at the
+    /// device that now holds that member, and start the device if it is idle.
+    fn submit_op(&mut self, now: u64, op: &DiskOp, class: Class, owner: Owner) -> Result<()> {
+        let disk = op.disk as usize;
+        let io = DiskIo {
+            op: op.op,
+            sector: op.block * self.sectors_per_block,
+            sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
+        };
+        let capacity = self.capacity_sectors[disk];
+        if io.sector + u64::from(io.sectors) > capacity {
+            return Err(Error::config(
+                "disk",
+                format!(
+                    "disk {disk} holds {capacity} sectors ({:.2} GiB) but the workload \
+                     reaches sector {}; choose a larger drive (disk.preset) or a \
+                     smaller workload",
+                    (capacity * SECTOR_BYTES) as f64 / (1u64 << 30) as f64,
+                    io.sector + u64::from(io.sectors)
+                ),
+            ));
+        }
+        self.rebuild.user_op(op.disk, op.op);
+        let dev = self.rebuild.dev_of(op.disk);
+        let token = self.alloc_token(dev, owner);
+        self.devices[dev].submit(now, io, class, token);
+        self.start_disk(now, dev);
+        Ok(())
     }
 
     /// A token of device `dev` for an operation of `owner`.
@@ -352,7 +399,9 @@ impl<'e> Sim<'e> {
     }
 
     fn finish_run(mut self, started: Instant) -> TimedMetrics {
-        let end = self.m.sim_ns.max(self.rebuild_end_ns);
+        // Disks and series close at the last event, which a rebuild or a write cache's final
+        // destages may put after the last user completion (`sim_ns`).
+        let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();

@@ -36,6 +36,8 @@ pub(super) enum Owner {
     User(u32),
     /// An entry of the rebuild's operation table.
     Rebuild(u32),
+    /// A write-cache destage in flight (`destage.rs`).
+    Destage(u32),
 }
 
 #[derive(Debug, Clone, Copy)]

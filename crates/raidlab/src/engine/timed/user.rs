@@ -7,7 +7,7 @@ use super::{Sim, Slot};
 use crate::array::{DiskOp, Plan};
 use crate::cache::read::{Access, MissCost, UniformCost};
 use crate::config::{Driver, Writes};
-use crate::disk::{Class, DiskIo, SECTOR_BYTES};
+use crate::disk::Class;
 use crate::error::{Error, Result};
 use crate::workload::{Op, Request};
 
@@ -64,9 +64,11 @@ impl<'e> Sim<'e> {
         }
         self.acc.ops.clear();
         let writes = self.exp.cache.writes;
-        if is_read || writes == Writes::Access {
+        // With a write cache, writes go there and the read cache's copies become stale.
+        let wb = self.wb.as_ref().map(|wb| wb.read_cache());
+        if is_read || (writes == Writes::Access && wb.is_none()) {
             self.lookup(first, count, is_read);
-        } else if writes == Writes::Invalidate {
+        } else if writes == Writes::Invalidate || wb == Some(true) {
             for lba in first..first + count {
                 self.m.count.invalidations += u64::from(self.policy.remove(lba));
             }
@@ -80,6 +82,11 @@ impl<'e> Sim<'e> {
             s.pending = 0;
             s.writes.clear();
             s.level = self.sampler.level_of(now);
+        }
+        if !is_read && self.wb.is_some() {
+            self.outstanding += 1;
+            self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
+            return self.wb_write(now, slot, first, count);
         }
         if !is_read {
             // Write-through: the planner's reads join the read phase, its writes wait.
@@ -121,16 +128,30 @@ impl<'e> Sim<'e> {
         let m = &mut self.m.count;
         m.lookups += count;
         for lba in first..first + count {
+            // The write cache first (its dirty pages are the newest data), then the read
+            // cache if there is one.
+            let read_cache = match self.wb.as_mut() {
+                Some(wb) => {
+                    if wb.cache.read(lba) {
+                        m.hits += 1;
+                        continue;
+                    }
+                    wb.read_cache()
+                }
+                None => true,
+            };
             let acc = Access {
                 key: lba,
                 size: 1,
                 now: self.tick,
                 cost,
             };
-            self.tick += 1;
-            if self.policy.get(&acc) {
-                m.hits += 1;
-                continue;
+            if read_cache {
+                self.tick += 1;
+                if self.policy.get(&acc) {
+                    m.hits += 1;
+                    continue;
+                }
             }
             m.misses += 1;
             if is_read {
@@ -144,9 +165,11 @@ impl<'e> Sim<'e> {
                 m.miss_disk_blocks += tally(&self.plan, m);
                 self.acc.ops.extend_from_slice(&self.plan.ops);
             }
-            self.evicted.clear();
-            self.policy.insert(&acc, &mut self.evicted);
-            m.evictions += self.evicted.len() as u64;
+            if read_cache {
+                self.evicted.clear();
+                self.policy.insert(&acc, &mut self.evicted);
+                m.evictions += self.evicted.len() as u64;
+            }
         }
         debug_assert!(self.policy.used() <= self.policy.capacity());
     }
@@ -156,30 +179,7 @@ impl<'e> Sim<'e> {
         debug_assert!(!ops.is_empty());
         self.slots[slot as usize].pending = ops.len() as u32;
         for op in ops {
-            let disk = op.disk as usize;
-            let io = DiskIo {
-                op: op.op,
-                sector: op.block * self.sectors_per_block,
-                sectors: (u64::from(op.count) * self.sectors_per_block) as u32,
-            };
-            let capacity = self.capacity_sectors[disk];
-            if io.sector + u64::from(io.sectors) > capacity {
-                return Err(Error::config(
-                    "disk",
-                    format!(
-                        "disk {disk} holds {capacity} sectors ({:.2} GiB) but the workload \
-                         reaches sector {}; choose a larger drive (disk.preset) or a \
-                         smaller workload",
-                        (capacity * SECTOR_BYTES) as f64 / (1u64 << 30) as f64,
-                        io.sector + u64::from(io.sectors)
-                    ),
-                ));
-            }
-            self.rebuild.user_op(op.disk, op.op);
-            let dev = self.rebuild.dev_of(op.disk);
-            let token = self.alloc_token(dev, Owner::User(slot));
-            self.devices[dev].submit(now, io, Class::Foreground, token);
-            self.start_disk(now, dev);
+            self.submit_op(now, op, Class::Foreground, Owner::User(slot))?;
         }
         Ok(())
     }

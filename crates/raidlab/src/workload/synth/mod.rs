@@ -11,12 +11,14 @@ use crate::error::{Error, Result};
 
 pub mod bursty;
 pub mod permute;
+pub mod spc1;
 pub mod uniform;
 pub mod websearch;
 pub mod zipf;
 
 pub use bursty::{Bursty, BurstySpec, Distance};
 pub use permute::Scatter;
+pub use spc1::Spc1;
 pub use uniform::Uniform;
 pub use websearch::WebSearch;
 pub use zipf::{Zipf, ZipfSampler};
@@ -46,6 +48,13 @@ pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource
                 .with_cluster(cluster_bytes)?,
         ),
         SynthSpec::Bursty(ref b) => keep.apply(Bursty::new(b.clone())?),
+        SynthSpec::Spc1 {
+            space_bytes,
+            partial,
+            iops,
+            requests,
+            seed,
+        } => keep.apply(Spc1::new(space_bytes, partial, iops, requests, seed)?),
     })
 }
 
@@ -62,6 +71,37 @@ pub(crate) fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 #[inline]
 pub(crate) fn unit_f64(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// Arrival times of a Poisson process: the first request at 0, then exponential gaps with
+/// mean `mean_ns`, rounded to whole nanoseconds.
+#[derive(Debug, Clone)]
+pub(crate) struct PoissonClock {
+    mean_ns: f64,
+    time_ns: u64,
+    first: bool,
+}
+
+impl PoissonClock {
+    pub(crate) fn new(mean_ns: f64) -> PoissonClock {
+        PoissonClock {
+            mean_ns,
+            time_ns: 0,
+            first: true,
+        }
+    }
+
+    /// The next arrival time (one draw from `rng` after the first).
+    #[inline]
+    pub(crate) fn next(&mut self, rng: &mut ChaCha8Rng) -> u64 {
+        if self.first {
+            self.first = false;
+        } else {
+            let gap = -self.mean_ns * libm::log1p(-unit_f64(rng));
+            self.time_ns = self.time_ns.saturating_add(libm::round(gap) as u64);
+        }
+        self.time_ns
+    }
 }
 
 /// A uniform integer in [0, n), unbiased (Lemire's multiply-and-reject). `n > 0`.

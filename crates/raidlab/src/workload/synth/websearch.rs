@@ -42,7 +42,7 @@
 use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
-use super::{bad, below, rng, unit_f64, Scatter, ZipfSampler};
+use super::{bad, below, rng, PoissonClock, Scatter, ZipfSampler};
 use crate::error::Result;
 use crate::workload::{Addressing, Op, Request, RequestSource};
 
@@ -68,9 +68,7 @@ pub struct WebSearch {
     seed: u64,
     alpha: f64,
     rng: ChaCha8Rng,
-    mean_interarrival_ns: f64,
-    time_ns: u64,
-    first: bool,
+    clock: PoissonClock,
     left: u64,
 }
 
@@ -99,9 +97,7 @@ impl WebSearch {
             seed,
             alpha,
             rng: rng(seed, 3),
-            mean_interarrival_ns: mean_interarrival_ns as f64,
-            time_ns: 0,
-            first: true,
+            clock: PoissonClock::new(mean_interarrival_ns as f64),
             left: requests,
         })
     }
@@ -209,12 +205,7 @@ impl RequestSource for WebSearch {
         }
         self.left -= 1;
         // The first request arrives at 0 (times are relative to the first record everywhere).
-        if self.first {
-            self.first = false;
-        } else {
-            let gap = -self.mean_interarrival_ns * libm::log1p(-unit_f64(&mut self.rng));
-            self.time_ns = self.time_ns.saturating_add(libm::round(gap) as u64);
-        }
+        let time_ns = self.clock.next(&mut self.rng);
         let op = if self.rng.next_u64() < WRITE_BELOW {
             Op::Write
         } else {
@@ -237,7 +228,7 @@ impl RequestSource for WebSearch {
         let offset = chunk * CHUNK_BYTES + slot * len;
         debug_assert_eq!(offset % len, 0);
         Ok(Some(Request {
-            time_ns: self.time_ns,
+            time_ns,
             op,
             offset,
             len,
