@@ -389,21 +389,26 @@ mod tests {
         assert_eq!(o.desired(), Some(0.0));
     }
 
-    #[test]
-    fn algorithm_3_increment_on_short_stretches() {
-        // disks n = 5, queue depth 20, hysteresis 4.
-        let mut o = Stow::new(&ctx());
-        // SeqQ: groups 10, 11 (a stretch of 2) and 20, 21 with 1 page each, last pages (bit 0).
-        for g in [10u64, 11, 20, 21] {
+    /// SeqQ groups `seq` of one page each (last pages: bit 0), RanQ groups 1..=6 of one page;
+    /// DesiredSeqQSize initialised, then forced to 0 so SeqQ is chosen.
+    fn seq_then_six_random(ctx: &OrderCtx, seq: &[u64]) -> Stow {
+        let mut o = Stow::new(ctx);
+        for &g in seq {
             o.on_write(&pw(g, true, false, true, true));
         }
-        // RanQ: 6 pages in groups 1..=6; page writes so far: 4 seq, 6 random.
         for g in 1..=6 {
             o.on_write(&pw(g, true, false, false, false));
         }
         o.on_low_threshold();
-        // Desired = 4; force SeqQ to be chosen by lowering it.
         o.desired = Some(0.0);
+        o
+    }
+
+    #[test]
+    fn algorithm_3_increment_on_short_stretches() {
+        // disks n = 5, queue depth 20, hysteresis 4. SeqQ: 10, 11 (a stretch of 2), 20, 21;
+        // page writes so far: 4 seq, 6 random.
+        let mut o = seq_then_six_random(&ctx(), &[10, 11, 20, 21]);
         assert_eq!(o.next_victim(), Some(10));
         assert_eq!(o.next_victim(), Some(11)); // contiguous: stretch 2
         assert_eq!(o.desired(), Some(0.0));
@@ -417,15 +422,7 @@ mod tests {
     fn desired_is_bounded_by_the_cache() {
         let mut c = ctx();
         c.capacity_pages = 20;
-        let mut o = Stow::new(&c);
-        for g in [10u64, 20] {
-            o.on_write(&pw(g, true, false, true, true));
-        }
-        for g in 1..=6 {
-            o.on_write(&pw(g, true, false, false, false));
-        }
-        o.on_low_threshold();
-        o.desired = Some(0.0);
+        let mut o = seq_then_six_random(&c, &[10, 20]);
         assert_eq!(o.next_victim(), Some(10));
         // A break with |RanQ| = 6, |SeqQ| = 1: 5 x 6 / 1 = 30, held at the capacity 20.
         assert_eq!(o.next_victim(), Some(20));
