@@ -144,3 +144,28 @@ def test_bad_write_cache_exits_2_naming_the_key(
     with pytest.raises(raidlab.ConfigError) as e:
         raidlab.run(cfg)
     assert e.value.key == key
+
+
+def test_reproduce_derives_columns_and_plots_from_the_store(tmp_path: Path) -> None:
+    """``raidlab reproduce`` runs through the sweep store; the write cache's derived columns
+    (occupancy statistics) and its occupancy plot come from the runs read back from it."""
+    from rich.console import Console
+
+    from raidlab.reproduce import reproduce
+
+    exp = tmp_path / "experiments"
+    exp.mkdir()
+    text = (REPO / "experiments" / "stow-occupancy.toml").read_text()
+    for big in ("requests = 1080000", "requests = 1800000"):
+        text = text.replace(big, "requests = 4000")
+    text = text.replace("occupancy_skip_s = 300", "occupancy_skip_s = 0.5")
+    (exp / "tiny.toml").write_text(text)
+    report = reproduce("tiny", experiments_dir=exp, out_dir=tmp_path / "out", threads=1, console=Console(quiet=True))
+    out = report.parent
+    assert (out / "tiny-series.png").stat().st_size > 0
+    import pandas as pd
+
+    frame = pd.read_csv(out / "tiny.csv")
+    assert len(frame) == 8
+    assert frame["occ_mean"].between(0.0, 1.0).all()
+    assert (frame["full_frac"] >= 0.0).all()
