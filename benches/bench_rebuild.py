@@ -16,9 +16,8 @@ rate. Not a pass/fail test (the target is a multi-hour rebuild in under 30 s).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
+
+from benchlib import measure_child
 
 CONFIG = """
 [workload.synthetic]
@@ -67,10 +66,7 @@ print(json.dumps(out))
 
 
 def measure(text: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD], input=text, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"benchmark child failed:\n{out.stderr}")
-    return json.loads(out.stdout)
+    return measure_child(CHILD, text)
 
 
 def main() -> None:

@@ -15,9 +15,8 @@ Target: >= 1 M simulated requests per wall second for STOW. Not a pass/fail test
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
+
+from benchlib import measure_child
 
 CONFIG = """
 [workload]
@@ -61,10 +60,7 @@ print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s",
 
 
 def measure(text: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD], input=text, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"benchmark child failed:\n{out.stderr}")
-    return json.loads(out.stdout)
+    return measure_child(CHILD, text)
 
 
 def main() -> None:

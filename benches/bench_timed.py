@@ -20,9 +20,8 @@ Prints requests/s and events/s of each and the ratio timed / counting. Not a pas
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
+
+from benchlib import measure_child
 
 CONFIG = """
 [workload.synthetic]
@@ -66,10 +65,7 @@ print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s",
 
 
 def measure(text: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD], input=text, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"benchmark child failed:\n{out.stderr}")
-    return json.loads(out.stdout)
+    return measure_child(CHILD, text)
 
 
 def main() -> None:

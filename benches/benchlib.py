@@ -1,0 +1,17 @@
+"""Helpers shared by the benchmarks (run as scripts: ``python benches/bench_*.py``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def measure_child(child: str, text: str) -> dict:
+    """Run the Python program ``child`` in a fresh interpreter with ``text`` (a config) on its
+    standard input and return the JSON object it prints; a fresh process per measurement keeps
+    one run's allocations and caches out of the next."""
+    out = subprocess.run([sys.executable, "-c", child], input=text, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"benchmark child failed:\n{out.stderr}")
+    return json.loads(out.stdout)
