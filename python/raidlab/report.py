@@ -211,10 +211,6 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         value = s.spec.get("value", "rgr")
         console.print(console_table(table, f"{title}: {value}", "{:.4f}"))
         body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
-        for also in s.spec.get("also", []):
-            more = pivot(s.frame, {**s.spec, "value": also})
-            console.print(console_table(more, f"{title}: {also}", "{:.4f}"))
-            body.append(f"<h3>{html.escape(also)}</h3>" + more.to_html(float_format="%.4f"))
         pairs = s.spec.get("compare", [])
         if pairs:
             higher = s.spec.get("better", "lower") == "higher"
