@@ -45,6 +45,10 @@ pub trait Backup {
     fn copies(&self, _lba: u64) -> u32 {
         0
     }
+    /// The backup's internal invariants, as an error message (tests).
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Counters, for the run's metrics.
     fn stats(&self) -> crate::cache::backup::BackupStats {
         crate::cache::backup::BackupStats::default()

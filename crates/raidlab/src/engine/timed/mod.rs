@@ -19,6 +19,8 @@
 
 mod arrivals;
 mod backup;
+#[cfg(test)]
+mod backup_tests;
 mod destage;
 mod events;
 mod rebuild;
