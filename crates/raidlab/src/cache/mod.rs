@@ -1,6 +1,7 @@
 //! The controller's caches: the read cache (`read/`) and the non-volatile write-back cache
-//! (`write/`: write groups, destage orders and rates). The write cache's backup (RAPID-Cache)
-//! will plug into `write::Backup`.
+//! (`write/`: write groups, destage orders and rates), and the write cache's backups
+//! (`backup/`: dual NVRAM, RAPID-Cache) behind `write::Backup`.
 
+pub mod backup;
 pub mod read;
 pub mod write;

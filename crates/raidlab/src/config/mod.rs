@@ -13,6 +13,7 @@
 //!
 //! Every error names the key path (`runs[2].cache.policy`) and what was expected.
 
+mod backup;
 mod bursty;
 mod disk;
 mod host;
@@ -114,6 +115,8 @@ pub struct Experiment {
     pub rebuild: Option<crate::rebuild::RebuildSpec>,
     /// The write-back cache (`[write_cache]`, timed mode only).
     pub write_cache: Option<crate::cache::write::WriteSpec>,
+    /// The write cache's backup (`[backup]`: none, dual NVRAM, RAPID-Cache).
+    pub backup: Option<crate::cache::backup::BackupSpec>,
     /// The merged config tree this run was built from, echoed in results.
     pub tree: Value,
 }
@@ -291,6 +294,12 @@ fn experiment(
     let rebuild = rebuild::rebuild_spec(root.table("rebuild")?, timed.as_ref(), array.as_ref())?;
     let write_cache =
         write::write_cache_spec(write_table, read_cache, &workload, array.as_ref(), mode)?;
+    let backup = backup::backup_spec(
+        root.table("backup")?,
+        write_cache.as_ref(),
+        workload.block_size,
+        array.as_ref(),
+    )?;
     root.finish()?;
     host::check(
         host.as_ref(),
@@ -342,6 +351,7 @@ fn experiment(
         host,
         rebuild,
         write_cache,
+        backup,
         tree: tree.clone(),
     })
 }

@@ -138,31 +138,46 @@ pub(super) fn write_cache_spec(
         })?,
     };
     let rate_name = t.choice("rate", RateSpec::NAMES)?.unwrap_or("linear");
-    for (key, owner) in [
-        ("high", "linear"),
-        ("low", "linear"),
-        ("threshold", "fixed"),
+    for (key, owners) in [
+        ("high", &["linear", "rapid"][..]),
+        ("low", &["linear", "rapid"][..]),
+        ("threshold", &["fixed"][..]),
+        ("idle_destage", &["rapid"][..]),
     ] {
-        if t.has(key) && rate_name != owner {
+        if t.has(key) && !owners.contains(&rate_name) {
             return Err(Error::config(
                 t.key(key),
-                format!("only applies to rate = \"{owner}\""),
+                format!("only applies to rate = {}", quoted(owners)),
             ));
         }
     }
+    // RAPID-Cache's marks are 70/30 (section 2.4).
+    let (high_default, low_default) = if rate_name == "rapid" {
+        (70.0, 30.0)
+    } else {
+        (90.0, 80.0)
+    };
     let rate = match rate_name {
-        "linear" => {
-            let high = percent(&mut t, "high", 90.0)?;
-            let low = percent(&mut t, "low", 80.0)?;
+        "linear" | "rapid" => {
+            let high = percent(&mut t, "high", high_default)?;
+            let low = percent(&mut t, "low", low_default)?;
             if high <= low {
                 return Err(Error::config(
                     t.key("high"),
                     format!("the high threshold ({high}) must be above the low one ({low})"),
                 ));
             }
-            RateSpec::Linear {
-                high_pct: high,
-                low_pct: low,
+            if rate_name == "rapid" {
+                RateSpec::Rapid {
+                    high_pct: high,
+                    low_pct: low,
+                    idle: t.bool("idle_destage")?.unwrap_or(true),
+                }
+            } else {
+                RateSpec::Linear {
+                    high_pct: high,
+                    low_pct: low,
+                }
             }
         }
         "fixed" => RateSpec::Fixed {

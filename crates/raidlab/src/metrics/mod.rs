@@ -3,6 +3,7 @@
 //! Everything here is deterministic for a given config and seed except `wall_ns`, the elapsed
 //! host time, which is reported for speed and excluded from result comparisons.
 
+pub mod backup;
 pub mod latency;
 pub mod rebuild;
 pub mod timed;

@@ -52,6 +52,8 @@ pub struct WriteCacheMetrics {
     pub left_pages: u64,
     pub order_state: OrderState,
     pub series: WriteSeries,
+    /// The backup's metrics (`[backup]`), if one is configured.
+    pub backup: Option<super::backup::BackupMetrics>,
 }
 
 impl WriteCacheMetrics {
@@ -134,6 +136,9 @@ impl WriteCacheMetrics {
         ];
         for (k, v) in pairs {
             m.insert(k.into(), v);
+        }
+        if let Some(b) = &self.backup {
+            b.put(m);
         }
     }
 

@@ -1,19 +1,58 @@
 //! The hook a backup of the write cache plugs into (RAPID-Cache's backup log, a dual NVRAM
-//! copy). The write cache calls it on every page it accepts, on every completed destage and on
-//! every page version it supersedes; a backup keeps whatever copy it wants and may drop a
-//! page's copy once [`Backup::on_destage`] reports it on disk. Sans-IO like the cache: a
-//! backup that needs I/O (a log disk) records it and lets the engine ask for it.
+//! copy; implementations in `cache/backup/`). The write cache calls it on every page it
+//! accepts, on every completed destage and on every page version it supersedes; a backup keeps
+//! whatever copy it wants and may drop a page's copy once [`Backup::on_destage`] reports it on
+//! disk. Sans-IO like the cache: a backup that needs I/O (a log disk) queues it and the engine
+//! takes it with [`Backup::next_io`] and reports it with [`Backup::io_done`].
+
+/// A large write (or recovery read) a backup asks the engine to perform on its cache disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackupIo {
+    /// Cache-disk segment the transfer covers.
+    pub segment: u32,
+    /// Blocks transferred (from the segment's first slot).
+    pub blocks: u32,
+    /// A read (recovery) rather than a write.
+    pub read: bool,
+    /// Opaque tag the backup wants back in [`Backup::io_done`].
+    pub tag: u32,
+}
 
 /// Told of every change to the write cache's dirty data.
 pub trait Backup {
-    /// Page `lba` was written into the cache (`overwrite`: it replaced a dirty version).
+    /// Page `lba` was written into the cache (`overwrite`: it replaced a dirty version). Only
+    /// called after [`Backup::can_accept`] said yes (the engine asks first).
     fn on_write(&mut self, lba: u64, overwrite: bool);
-    /// The destage of `pages` pages of the group starting at page `first` completed: those
-    /// versions are on disk.
-    fn on_destage(&mut self, first: u64, pages: u32);
+    /// A destage of the group starting at page `first` completed: the pages whose bit is set
+    /// in `flight` are on disk, except those also set in `dirty` (rewritten meanwhile: the
+    /// backup holds their newer version, which must stay).
+    fn on_destage(&mut self, first: u64, flight: &[u64], dirty: &[u64]);
     /// The cached version of page `lba` was superseded (an overwrite, or a write to a page
     /// whose older version is being destaged): a backup copy of the old version is garbage.
     fn on_invalidate(&mut self, lba: u64);
+    /// Whether a write of page `lba` can be backed up now (RAPID: false while no segment
+    /// buffer is free; the write waits).
+    fn can_accept(&self, _lba: u64) -> bool {
+        true
+    }
+    /// The next cache-disk transfer to issue, if any.
+    fn next_io(&mut self) -> Option<BackupIo> {
+        None
+    }
+    /// A transfer taken from [`Backup::next_io`] completed.
+    fn io_done(&mut self, _io: BackupIo) {}
+    /// Copies of page `lba` the backup holds (tests and invariant checks).
+    fn copies(&self, _lba: u64) -> u32 {
+        0
+    }
+    /// The backup's internal invariants, as an error message (tests).
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Counters, for the run's metrics.
+    fn stats(&self) -> crate::cache::backup::BackupStats {
+        crate::cache::backup::BackupStats::default()
+    }
 }
 
 /// No backup (the write cache alone; the default).
@@ -24,7 +63,7 @@ impl Backup for NoBackup {
     #[inline]
     fn on_write(&mut self, _lba: u64, _overwrite: bool) {}
     #[inline]
-    fn on_destage(&mut self, _first: u64, _pages: u32) {}
+    fn on_destage(&mut self, _first: u64, _flight: &[u64], _dirty: &[u64]) {}
     #[inline]
     fn on_invalidate(&mut self, _lba: u64) {}
 }

@@ -30,8 +30,9 @@ mod proptests;
 pub mod rate;
 #[cfg(test)]
 mod tests;
+pub mod water;
 
-pub use backup::{Backup, NoBackup};
+pub use backup::{Backup, BackupIo, NoBackup};
 pub use order::{DestageOrder, OrderCtx, OrderKind, OrderState, PageWrite};
 pub use rate::{Rate, RateSpec};
 
@@ -151,6 +152,8 @@ pub struct WriteCache {
     low_reached: bool,
     draining: bool,
     backup: Box<dyn Backup>,
+    /// RAPID's water-mark rate state (`rate = "rapid"` only).
+    water: Option<water::Water>,
     pub stats: WriteStats,
 }
 
@@ -195,6 +198,12 @@ impl WriteCache {
             low_reached: false,
             draining: false,
             backup: Box::new(NoBackup),
+            water: match (rate, spec.rate) {
+                (Rate::Rapid { low, high, .. }, RateSpec::Rapid { idle, .. }) => {
+                    Some(water::Water::new(low, high, idle))
+                }
+                _ => None,
+            },
             stats: WriteStats::default(),
         }
     }
@@ -202,6 +211,15 @@ impl WriteCache {
     /// Plug a backup in (replaces the current one).
     pub fn set_backup(&mut self, backup: Box<dyn Backup>) {
         self.backup = backup;
+    }
+
+    /// The backup (RAPID's log, a dual copy, or none).
+    pub fn backup(&self) -> &dyn Backup {
+        self.backup.as_ref()
+    }
+
+    pub fn backup_mut(&mut self) -> &mut dyn Backup {
+        self.backup.as_mut()
     }
 
     pub fn capacity(&self) -> u64 {
@@ -373,6 +391,9 @@ impl WriteCache {
             self.low_reached = true;
             self.order.on_low_threshold();
         }
+        if let Some(w) = self.water.as_mut() {
+            w.update(self.occupied);
+        }
         debug_assert!(self.occupied <= self.capacity);
         Some(absorbed)
     }
@@ -394,6 +415,8 @@ impl WriteCache {
     pub fn allowed(&self) -> u32 {
         if self.draining {
             self.rate.max()
+        } else if let Some(w) = &self.water {
+            w.allowed(self.occupied, self.rate.max())
         } else {
             self.rate.allowed(self.occupied)
         }
@@ -403,6 +426,13 @@ impl WriteCache {
     #[inline]
     pub fn wants_destage(&self) -> bool {
         self.inflight < self.allowed() && !self.order.is_empty()
+    }
+
+    /// The engine says whether the controller is idle (RAPID's rate destages in idle periods).
+    pub fn set_idle(&mut self, idle: bool) {
+        if let Some(w) = self.water.as_mut() {
+            w.set_idle(idle);
+        }
     }
 
     /// From now on destage at the maximum rate until the cache is empty (writes stopped).
@@ -445,13 +475,20 @@ impl WriteCache {
     /// meanwhile goes back into the order. Returns the pages freed.
     pub fn finish_destage(&mut self, slot: u32) -> u32 {
         let w = self.words;
-        let base = slot as usize * 2 * w + w;
-        self.bits[base..base + w].fill(0);
+        let base = slot as usize * 2 * w;
         let g = *self.groups.get(slot);
         debug_assert!(!g.in_order && g.flight > 0);
+        {
+            let (dirty, flight) = self.bits[base..base + 2 * w].split_at(w);
+            self.backup
+                .on_destage(g.key * self.group_pages, flight, dirty);
+        }
+        self.bits[base + w..base + 2 * w].fill(0);
         self.occupied -= u64::from(g.flight);
         self.inflight -= 1;
-        self.backup.on_destage(g.key * self.group_pages, g.flight);
+        if let Some(w) = self.water.as_mut() {
+            w.update(self.occupied);
+        }
         if g.dirty > 0 {
             let e = self.groups.get_mut(slot);
             e.flight = 0;

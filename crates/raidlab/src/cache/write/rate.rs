@@ -12,21 +12,48 @@
 /// The rate as configured: thresholds in percent of the capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RateSpec {
-    Linear { high_pct: f64, low_pct: f64 },
-    Fixed { threshold_pct: f64 },
+    Linear {
+        high_pct: f64,
+        low_pct: f64,
+    },
+    Fixed {
+        threshold_pct: f64,
+    },
     Asap,
+    /// RAPID-Cache's water marks with idle destaging (`water.rs`).
+    Rapid {
+        high_pct: f64,
+        low_pct: f64,
+        idle: bool,
+    },
 }
 
 impl RateSpec {
-    pub const NAMES: &'static [&'static str] = &["linear", "fixed", "asap"];
+    pub const NAMES: &'static [&'static str] = &["linear", "fixed", "asap", "rapid"];
 }
 
 /// A destage rate over a cache of known capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rate {
-    Linear { low: u64, high: u64, max: u32 },
-    Fixed { threshold: u64, max: u32 },
-    Asap { max: u32 },
+    Linear {
+        low: u64,
+        high: u64,
+        max: u32,
+    },
+    Fixed {
+        threshold: u64,
+        max: u32,
+    },
+    Asap {
+        max: u32,
+    },
+    /// Water marks: the stateless part (at or above `high`); the cache keeps the hysteresis
+    /// and idle state in a [`super::water::Water`].
+    Rapid {
+        low: u64,
+        high: u64,
+        max: u32,
+    },
 }
 
 /// `pct` percent of `capacity` pages, rounded down.
@@ -51,6 +78,13 @@ impl Rate {
                 max,
             },
             RateSpec::Asap => Rate::Asap { max },
+            RateSpec::Rapid {
+                high_pct, low_pct, ..
+            } => {
+                let low = pages(low_pct, capacity);
+                let high = pages(high_pct, capacity).max(low + 1);
+                Rate::Rapid { low, high, max }
+            }
         }
     }
 
@@ -82,12 +116,22 @@ impl Rate {
                     0
                 }
             }
+            Rate::Rapid { high, max, .. } => {
+                if occupied >= high {
+                    max
+                } else {
+                    0
+                }
+            }
         }
     }
 
     pub fn max(&self) -> u32 {
         match *self {
-            Rate::Linear { max, .. } | Rate::Fixed { max, .. } | Rate::Asap { max } => max,
+            Rate::Linear { max, .. }
+            | Rate::Fixed { max, .. }
+            | Rate::Asap { max }
+            | Rate::Rapid { max, .. } => max,
         }
     }
 
@@ -95,7 +139,7 @@ impl Rate {
     /// when it starts with the first dirty page.
     pub fn low(&self) -> Option<u64> {
         match *self {
-            Rate::Linear { low, .. } => Some(low),
+            Rate::Linear { low, .. } | Rate::Rapid { low, .. } => Some(low),
             Rate::Fixed { threshold, .. } => Some(threshold),
             Rate::Asap { .. } => None,
         }
@@ -106,7 +150,7 @@ impl Rate {
     /// whole capacity otherwise.
     pub fn band(&self, capacity: u64) -> u64 {
         match *self {
-            Rate::Linear { low, high, .. } => high - low,
+            Rate::Linear { low, high, .. } | Rate::Rapid { low, high, .. } => high - low,
             Rate::Fixed { threshold, .. } => capacity.saturating_sub(threshold),
             Rate::Asap { .. } => capacity,
         }

@@ -82,13 +82,14 @@ impl WriteBack {
             .array
             .as_ref()
             .is_some_and(|a| matches!(a.level, Level::Raid1 | Level::Raid10));
-        let cache = WriteCache::new(
+        let mut cache = WriteCache::new(
             ws,
             Backend {
                 disks: disks as u32,
                 mirrored,
             },
         );
+        super::backup::install(exp, &mut cache);
         let m = WriteCacheMetrics {
             order: ws.order.name(),
             capacity_pages: ws.capacity_pages,
@@ -208,11 +209,13 @@ impl Sim<'_> {
         let mut next = first;
         let end = first + count;
         if wb.waiting.is_empty() {
-            while next < end && wb.cache.write(next).is_some() {
+            while next < end && wb.cache.backup().can_accept(next) && wb.cache.write(next).is_some()
+            {
                 next += 1;
             }
         }
         if next < end {
+            let backup_full = wb.waiting.is_empty() && !wb.cache.backup().can_accept(next);
             // Full: this write (and every later one) waits for destages to free space.
             wb.waiting.push_back(Waiter {
                 slot,
@@ -220,6 +223,9 @@ impl Sim<'_> {
                 end,
                 arrival_ns: now,
             });
+            if backup_full {
+                self.stall(now, true);
+            }
         }
         self.pump(now)?;
         if next == end {
@@ -228,8 +234,9 @@ impl Sim<'_> {
         Ok(())
     }
 
-    /// Start destages while the rate allows.
-    fn pump(&mut self, now: u64) -> Result<()> {
+    /// Issue the backup's log writes, then start destages while the rate allows.
+    pub(super) fn pump(&mut self, now: u64) -> Result<()> {
+        self.log_pump(now)?;
         loop {
             let Some(wb) = self.wb.as_mut() else {
                 return Ok(());
@@ -328,16 +335,25 @@ impl Sim<'_> {
     }
 
     /// Let waiting writes into the space freed, in arrival order.
-    fn admit_waiting(&mut self, now: u64) -> Result<()> {
+    pub(super) fn admit_waiting(&mut self, now: u64) -> Result<()> {
         loop {
             let wb = self.wb.as_mut().expect("present");
             let Some(w) = wb.waiting.front_mut() else {
+                self.end_stall(now);
                 return Ok(());
             };
-            while w.next < w.end && wb.cache.write(w.next).is_some() {
+            while w.next < w.end
+                && wb.cache.backup().can_accept(w.next)
+                && wb.cache.write(w.next).is_some()
+            {
                 w.next += 1;
             }
             if w.next < w.end {
+                if wb.cache.backup().can_accept(w.next) {
+                    self.end_stall(now);
+                } else {
+                    self.stall(now, false);
+                }
                 return Ok(());
             }
             let w = wb.waiting.pop_front().expect("front exists");

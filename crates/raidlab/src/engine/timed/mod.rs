@@ -18,6 +18,9 @@
 //! Nothing is allocated per event once the pools have grown to the run's peak.
 
 mod arrivals;
+mod backup;
+#[cfg(test)]
+mod backup_tests;
 mod destage;
 mod events;
 mod rebuild;
@@ -102,6 +105,8 @@ struct Sim<'e> {
     rebuild_end_ns: u64,
     /// The write-back cache and its destages (`[write_cache]`, `destage.rs`).
     wb: Option<WriteBack>,
+    /// The backup's cache disk (`[backup]` with RAPID, `backup.rs`).
+    log: Option<backup::LogDisk>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -157,9 +162,19 @@ impl<'e> Sim<'e> {
         let members = array.as_ref().map_or(1, |a| a.spec().disks);
         let rebuild = Rebuilder::new(exp, members);
         let disks = members as usize;
-        let devices = (0..rebuild.devices())
+        let devices = (0..rebuild.devices() as usize + backup::extra_devices(exp))
             .map(|_| Ok(Device::new(spec.disk.build()?, spec.queue)))
             .collect::<Result<Vec<_>>>()?;
+        let mut capacity_sectors: Vec<u64> = devices
+            .iter()
+            .map(|d| rebuild.usable_sectors(d.model().capacity_sectors()))
+            .collect();
+        let log = backup::LogDisk::new(
+            exp,
+            &mut capacity_sectors,
+            members,
+            rebuild.devices() as usize,
+        )?;
         let n_devices = devices.len();
         let mut m = TimedMetrics::default();
         m.count.disk_reads = vec![0; disks];
@@ -176,10 +191,7 @@ impl<'e> Sim<'e> {
             array,
             sectors_per_block: u64::from(exp.workload.block_size) / SECTOR_BYTES,
             sampler: Sampler::new(spec.interval_ns, devices.len()),
-            capacity_sectors: devices
-                .iter()
-                .map(|d| rebuild.usable_sectors(d.model().capacity_sectors()))
-                .collect(),
+            capacity_sectors,
             devices,
             events: EventQueue::with_capacity(1024),
             slots: Vec::new(),
@@ -203,6 +215,7 @@ impl<'e> Sim<'e> {
             rebuild,
             rebuild_end_ns: 0,
             wb: WriteBack::new(exp, spec, disks)?,
+            log,
         })
     }
 
@@ -339,6 +352,7 @@ impl<'e> Sim<'e> {
             Owner::User(slot) => slot,
             Owner::Rebuild(tag) => return self.rebuild_done(now, tag),
             Owner::Destage(id) => return self.destage_op_done(now, id),
+            Owner::Backup(id) => return self.backup_op_done(now, id),
         };
         let s = &mut self.slots[slot as usize];
         debug_assert!(s.pending > 0);
@@ -402,6 +416,7 @@ impl<'e> Sim<'e> {
         // Disks and series close at the last event, which a rebuild or a write cache's final
         // destages may put after the last user completion (`sim_ns`).
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));
+        self.backup_metrics(end);
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();

@@ -38,6 +38,8 @@ pub(super) enum Owner {
     Rebuild(u32),
     /// A write-cache destage in flight (`destage.rs`).
     Destage(u32),
+    /// A transfer of the backup's cache disk (`backup.rs`).
+    Backup(u32),
 }
 
 #[derive(Debug, Clone, Copy)]

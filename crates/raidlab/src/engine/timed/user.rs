@@ -47,6 +47,7 @@ impl<'e> Sim<'e> {
                 ),
             ));
         }
+        self.wb_idle(now, false)?;
         let m = &mut self.m.count;
         m.requests += 1;
         let is_read = req.op == Op::Read;
@@ -221,6 +222,9 @@ impl<'e> Sim<'e> {
         self.m.sim_ns = self.m.sim_ns.max(now);
         self.outstanding -= 1;
         self.free_slots.push(slot);
+        if self.outstanding == 0 {
+            self.wb_idle(now, true)?;
+        }
         if let Driver::Closed { think_ns, .. } = self.spec.driver {
             if think_ns == 0 {
                 self.issue_next(now)?;

@@ -1,0 +1,253 @@
+//! The write cache's backup in timed mode: installs the `[backup]` into the write cache and
+//! performs the large cache-disk writes RAPID's backup asks for (`cache/backup/`).
+//!
+//! - **Physical** cache disk: one extra device of the run's disk model after the members and
+//!   hot spares; segment `s` lies at `s x segment` from sector 0, so consecutive segments are
+//!   written in log order.
+//! - **Logical** cache disk: a partition at the end of every member (the members' usable space
+//!   shrinks by it, so user data never reaches it); segment `s` lies on member `s mod disks`
+//!   at `(s / disks) x segment` into the partition. Log writes bypass the array's parity and
+//!   compete with user and destage I/O at the members.
+//!
+//! Log writes queue in the foreground class: a write waits for them when no segment buffer is
+//! free, so they are as urgent as user I/O. A write the backup cannot take waits in the write
+//! cache's queue (`destage.rs`) until a log write completes and frees a buffer.
+
+use super::rebuild::Owner;
+use super::Sim;
+use crate::cache::backup::{BackupSpec, CacheDisk};
+use crate::cache::write::{BackupIo, WriteCache};
+use crate::config::Experiment;
+use crate::disk::{Class, DiskIo, SECTOR_BYTES};
+use crate::error::{Error, Result};
+use crate::metrics::backup::BackupMetrics;
+use crate::workload::Op;
+
+/// One transfer in flight.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    io: BackupIo,
+    submitted_ns: u64,
+}
+
+pub(super) struct LogDisk {
+    mode: CacheDisk,
+    /// The physical cache disk's device.
+    device: usize,
+    members: u32,
+    /// Logical: first sector of the partition on every member.
+    part_start_sectors: u64,
+    segment_sectors: u64,
+    sectors_per_page: u64,
+    flights: Vec<Flight>,
+    free: Vec<u32>,
+    /// Since when a write has waited for the backup (`None` while none does).
+    stall_from: Option<u64>,
+    m: BackupMetrics,
+}
+
+/// Extra devices the backup needs (a physical cache disk).
+pub(super) fn extra_devices(exp: &Experiment) -> usize {
+    match &exp.backup {
+        Some(BackupSpec::Rapid(r)) if r.cache_disk == CacheDisk::Physical => 1,
+        _ => 0,
+    }
+}
+
+/// Plug the configured backup into the write cache.
+pub(super) fn install(exp: &Experiment, cache: &mut WriteCache) {
+    if let Some(b) = &exp.backup {
+        cache.set_backup(b.build(cache.capacity()));
+    }
+}
+
+impl LogDisk {
+    /// The cache disk of `exp`'s backup, if it has one. `capacity_sectors` holds every
+    /// device's usable sectors; a logical disk's partition is carved off the members' ends.
+    pub(super) fn new(
+        exp: &Experiment,
+        capacity_sectors: &mut [u64],
+        members: u32,
+        first_extra: usize,
+    ) -> Result<Option<LogDisk>> {
+        let Some(BackupSpec::Rapid(r)) = &exp.backup else {
+            return Ok(None);
+        };
+        let page = u64::from(exp.workload.block_size);
+        let sectors_per_page = page / SECTOR_BYTES;
+        let segment_sectors = u64::from(r.segment_pages) * sectors_per_page;
+        let mut part_start_sectors = 0;
+        match r.cache_disk {
+            CacheDisk::Physical => {
+                let need = u64::from(r.segments) * segment_sectors;
+                let have = capacity_sectors[first_extra];
+                if need > have {
+                    return Err(Error::config(
+                        "backup.disk_mib",
+                        format!(
+                            "the cache disk holds {} MiB, less than the {} MiB asked for",
+                            (have * SECTOR_BYTES) >> 20,
+                            (need * SECTOR_BYTES) >> 20
+                        ),
+                    ));
+                }
+            }
+            CacheDisk::Logical => {
+                let per_member = u64::from(r.segments).div_ceil(u64::from(members));
+                let part = per_member * segment_sectors;
+                let smallest = capacity_sectors[..members as usize]
+                    .iter()
+                    .copied()
+                    .min()
+                    .unwrap_or(0);
+                if part >= smallest {
+                    return Err(Error::config(
+                        "backup.disk_mib",
+                        format!(
+                            "a logical cache disk needs {} MiB on each data disk, which hold \
+                             {} MiB",
+                            (part * SECTOR_BYTES) >> 20,
+                            (smallest * SECTOR_BYTES) >> 20
+                        ),
+                    ));
+                }
+                part_start_sectors = smallest - part;
+                for c in &mut capacity_sectors[..members as usize] {
+                    *c = part_start_sectors;
+                }
+            }
+        }
+        Ok(Some(LogDisk {
+            mode: r.cache_disk,
+            device: first_extra,
+            members,
+            part_start_sectors,
+            segment_sectors,
+            sectors_per_page,
+            flights: Vec::new(),
+            free: Vec::new(),
+            stall_from: None,
+            m: BackupMetrics {
+                kind: "rapid",
+                cache_disk: r.cache_disk.name(),
+                ..BackupMetrics::default()
+            },
+        }))
+    }
+}
+
+impl Sim<'_> {
+    /// Issue the cache-disk transfers the backup has queued.
+    pub(super) fn log_pump(&mut self, now: u64) -> Result<()> {
+        loop {
+            let (Some(wb), Some(log)) = (self.wb.as_mut(), self.log.as_mut()) else {
+                return Ok(());
+            };
+            let Some(io) = wb.cache.backup_mut().next_io() else {
+                return Ok(());
+            };
+            let offset = match log.mode {
+                CacheDisk::Physical => u64::from(io.segment) * log.segment_sectors,
+                CacheDisk::Logical => {
+                    log.part_start_sectors
+                        + u64::from(io.segment / log.members) * log.segment_sectors
+                }
+            };
+            let dev = match log.mode {
+                CacheDisk::Physical => log.device,
+                CacheDisk::Logical => self.rebuild.dev_of(io.segment % log.members),
+            };
+            let id = match log.free.pop() {
+                Some(i) => i,
+                None => {
+                    log.flights.push(Flight {
+                        io,
+                        submitted_ns: now,
+                    });
+                    (log.flights.len() - 1) as u32
+                }
+            };
+            log.flights[id as usize] = Flight {
+                io,
+                submitted_ns: now,
+            };
+            let disk_io = DiskIo {
+                op: if io.read { Op::Read } else { Op::Write },
+                sector: offset,
+                sectors: (u64::from(io.blocks) * log.sectors_per_page) as u32,
+            };
+            let token = self.alloc_token(dev, Owner::Backup(id));
+            self.devices[dev].submit(now, disk_io, Class::Foreground, token);
+            self.start_disk(now, dev);
+        }
+    }
+
+    /// Cache-disk transfer `id` completed at `now`: the backup frees its buffer (or segments),
+    /// and writes waiting for it are admitted.
+    pub(super) fn backup_op_done(&mut self, now: u64, id: u32) -> Result<()> {
+        let log = self.log.as_mut().expect("backup I/O needs a cache disk");
+        let f = log.flights[id as usize];
+        log.free.push(id);
+        log.m.log_ios_done += 1;
+        log.m.log_io_ns += now - f.submitted_ns;
+        let wb = self.wb.as_mut().expect("a backup needs a write cache");
+        wb.cache.backup_mut().io_done(f.io);
+        self.admit_waiting(now)?;
+        self.pump(now)
+    }
+
+    /// A write waits because the backup cannot take its next page (`new_write`: a write
+    /// arriving now, counted once).
+    pub(super) fn stall(&mut self, now: u64, new_write: bool) {
+        if let Some(log) = self.log.as_mut() {
+            log.m.stalled_writes += u64::from(new_write);
+            log.stall_from.get_or_insert(now);
+        }
+    }
+
+    /// No write waits for the backup any more.
+    pub(super) fn end_stall(&mut self, now: u64) {
+        if let Some(from) = self.log.as_mut().and_then(|l| l.stall_from.take()) {
+            let log = self.log.as_mut().expect("checked");
+            log.m.stall_ns += now - from;
+        }
+    }
+
+    /// The controller became idle or busy (RAPID's rate destages in idle periods).
+    pub(super) fn wb_idle(&mut self, now: u64, idle: bool) -> Result<()> {
+        let Some(wb) = self.wb.as_mut() else {
+            return Ok(());
+        };
+        wb.cache.set_idle(idle);
+        if idle {
+            self.pump(now)?;
+        }
+        Ok(())
+    }
+
+    /// The backup's metrics, once the write cache's are stored.
+    pub(super) fn backup_metrics(&mut self, end: u64) {
+        let Some(wc) = self.m.write_cache.as_mut() else {
+            return;
+        };
+        let Some(spec) = &self.exp.backup else {
+            return;
+        };
+        let wb = self.wb.as_ref().expect("write-cache metrics come from it");
+        let mut m = match self.log.as_mut() {
+            Some(log) => {
+                if let Some(from) = log.stall_from.take() {
+                    log.m.stall_ns += end.saturating_sub(from);
+                }
+                std::mem::take(&mut log.m)
+            }
+            None => BackupMetrics {
+                kind: spec.name(),
+                ..BackupMetrics::default()
+            },
+        };
+        m.stats = wb.cache.backup().stats();
+        m.held_end = 0;
+        wc.backup = Some(m);
+    }
+}

@@ -1,0 +1,108 @@
+"""RAPID-Cache reproductions: maximum throughput (Table 4) and the relative response-time
+difference of each RAPID-Cache from the baseline before saturation (Figs 7-9, bottom).
+
+An experiment's ``[report]`` turns these on with ``max_throughput_ms = 20.0``: the maximum
+throughput of a curve is the request rate at which its mean response time first crosses that
+many milliseconds, interpolated linearly between the two swept rates around the crossing (the
+paper reads it off the knee of the curve, where "response times increase sharply"); a curve
+that never crosses it reports its highest rate.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+RATE = "workload.synthetic.rate_iops"
+
+
+def crossing(rates: list[float], ms: list[float], limit: float) -> float:
+    """Rate at which ``ms`` (sorted by rate) first reaches ``limit``, interpolated."""
+    for i, (r, m) in enumerate(zip(rates, ms)):
+        if m >= limit:
+            if i == 0:
+                return r
+            r0, m0 = rates[i - 1], ms[i - 1]
+            return r0 + (r - r0) * (limit - m0) / (m - m0)
+    return rates[-1] if rates else math.nan
+
+
+def _curves(frame: Any, facets: list[str], arch: str) -> dict[tuple[Any, ...], dict[str, list[tuple[float, float]]]]:
+    out: dict[tuple[Any, ...], dict[str, list[tuple[float, float]]]] = {}
+    for _, row in frame.iterrows():
+        key = tuple(row[f] for f in facets)
+        out.setdefault(key, {}).setdefault(str(row[arch]), []).append((float(row[RATE]), float(row["latency_mean_ms"])))
+    for curves in out.values():
+        for pts in curves.values():
+            pts.sort()
+    return out
+
+
+def max_throughput(frame: Any, facets: list[str], arch: str = "tags.arch", limit_ms: float = 20.0) -> Any:
+    """One row per facet combination, one column per architecture: the maximum throughput."""
+    import pandas as pd
+
+    rows = []
+    for key, curves in _curves(frame, facets, arch).items():
+        row = dict(zip(facets, key))
+        for name, pts in curves.items():
+            row[name] = crossing([p[0] for p in pts], [p[1] for p in pts], limit_ms)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def relative_difference(frame: Any, facets: list[str], base: str = "baseline", arch: str = "tags.arch", limit_ms: float = 20.0) -> Any:
+    """Relative mean-response difference of every architecture from ``base`` at each rate
+    where the baseline is below saturation (its mean response under ``limit_ms``)."""
+    import pandas as pd
+
+    rows = []
+    for key, curves in _curves(frame, facets, arch).items():
+        ref = dict(curves.get(base, []))
+        for name, pts in curves.items():
+            if name == base:
+                continue
+            for rate, ms in pts:
+                b = ref.get(rate)
+                if b is None or b >= limit_ms:
+                    continue
+                rows.append({**dict(zip(facets, key)), "arch": name, "rate": rate, "rel_diff": ms / b - 1.0})
+    return pd.DataFrame(rows)
+
+
+def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
+    """HTML fragments: the maximum-throughput table and a plot of the relative differences."""
+    if "max_throughput_ms" not in spec:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    limit = float(spec["max_throughput_ms"])
+    facets = list(spec.get("throughput_facets", []))
+    table = max_throughput(frame, facets, limit_ms=limit)
+    parts = [f"<h3>Maximum throughput (req/s at a {limit:g} ms mean response)</h3>", table.to_html(index=False, float_format=lambda v: f"{v:.0f}")]
+    rel = relative_difference(frame, facets, limit_ms=limit)
+    if len(rel):
+        groups = sorted({tuple(r[f] for f in facets) for _, r in rel.iterrows()}, key=str)
+        fig, axes = plt.subplots(1, len(groups), figsize=(3.4 * len(groups), 2.8), squeeze=False)
+        for ax, g in zip(axes[0], groups):
+            sub = rel[[tuple(r[f] for f in facets) == g for _, r in rel.iterrows()]]
+            for name in sorted(set(sub["arch"])):
+                s = sub[sub["arch"] == name].sort_values("rate")
+                ax.plot(s["rate"], 100 * s["rel_diff"], marker="o", markersize=2, label=name)
+            ax.axhline(0, color="grey", linewidth=0.5)
+            ax.set_title(", ".join(map(str, g)), fontsize=8)
+            ax.set_xlabel("request rate (req/s)", fontsize=8)
+            ax.tick_params(labelsize=7)
+        axes[0][0].set_ylabel("response vs baseline (%)")
+        axes[0][-1].legend(fontsize=7)
+        fig.tight_layout()
+        png = out / f"{stem}-reldiff.png"
+        fig.savefig(png, dpi=110)
+        plt.close(fig)
+        parts.append(f'<p><img src="{html.escape(png.name)}" alt="relative response-time difference"></p>')
+    return parts

@@ -1,0 +1,123 @@
+"""RAPID-Cache reproductions on reduced grids (experiments/rapid-*.toml) and the backup's bad
+input through the CLI.
+
+The full grids (200,000 requests per point, 16 rates, three write-cache sizes) are run by
+``raidlab reproduce rapid``; their tables are in docs/rapid.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import raidlab
+from raidlab import rapid
+from raidlab.cli import main
+from raidlab.reproduce import plan_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def curves(preset: str, rates: list[int], requests: int) -> dict[str, dict[int, raidlab.Run]]:
+    """The 64/16 configuration of rapid-response.toml for one trace, per architecture and rate."""
+    plan = plan_file(REPO / "experiments" / "rapid-response.toml", skip_traces=True)
+    trees = [
+        t
+        for t in plan.trees
+        if t["workload"]["synthetic"]["preset"] == preset
+        and t["write_cache"]["capacity_pages"] == 2048
+        and t["workload"]["synthetic"]["rate_iops"] in rates
+    ]
+    assert len(trees) == 3 * len(rates)
+    for t in trees:
+        t["workload"]["synthetic"]["requests"] = requests
+    result = raidlab.run({"runs": trees})
+    out: dict[str, dict[int, raidlab.Run]] = {}
+    for t, r in zip(trees, result.runs):
+        out.setdefault(t["tags"]["arch"], {})[t["workload"]["synthetic"]["rate_iops"]] = r
+    return out
+
+
+@pytest.mark.parametrize(
+    ("preset", "rates"),
+    [("synthetic-a", [400, 1000]), ("synthetic-b", [400, 1000]), ("synthetic-c", [200, 400])],
+)
+def test_physical_rapid_is_within_5_percent_of_the_baseline_before_saturation(preset: str, rates: list[int]) -> None:
+    """Figs 7-9 at rates below the baseline's knee, 40,000 requests per point."""
+    runs = curves(preset, rates, 40_000)
+    for rate in rates:
+        base = runs["baseline"][rate].metrics
+        phys = runs["physical"][rate].metrics
+        logi = runs["logical"][rate].metrics
+        assert base["latency_mean_ms"] < 20.0, (preset, rate, base["latency_mean_ms"])
+        rel = phys["latency_mean_ms"] / base["latency_mean_ms"] - 1.0
+        assert abs(rel) <= 0.05, (preset, rate, rel)
+        # The logical cache disk competes with RAID I/O: never faster than the baseline.
+        assert logi["latency_mean_ms"] >= base["latency_mean_ms"] * 0.999, (preset, rate)
+        # Every write was backed up, and the backup never read its disk.
+        assert phys["bk_page_writes"] == phys["wc_page_writes"]
+        assert phys["bk_disk_reads"] == 0 and logi["bk_disk_reads"] == 0
+        assert base["bk_kind"] == "dual"
+        if preset == "synthetic-a":
+            # A's write working set outgrows the 1 MB NVRAM LRU (B's fits in it).
+            assert phys["bk_log_writes"] > 0
+
+
+def test_max_throughput_orders_logical_below_physical_and_baseline() -> None:
+    """Table 4 on synthetic-A 64/16 with a coarse grid, 30,000 requests per point."""
+    rates = [600, 1000, 1400, 1800]
+    runs = curves("synthetic-a", rates, 30_000)
+    mt = {
+        arch: rapid.crossing([float(r) for r in rates], [by[r].metrics["latency_mean_ms"] for r in rates], 20.0)
+        for arch, by in runs.items()
+    }
+    assert mt["physical"] == pytest.approx(mt["baseline"], rel=0.05), mt
+    assert mt["logical"] <= mt["baseline"] * 1.001, mt
+    assert 600 < mt["baseline"] < 1800, mt
+
+
+def test_crossing_interpolates() -> None:
+    assert rapid.crossing([100.0, 200.0, 300.0], [1.0, 10.0, 30.0], 20.0) == pytest.approx(250.0)
+    assert rapid.crossing([100.0, 200.0], [1.0, 2.0], 20.0) == 200.0
+
+
+BASE = """[workload]
+ops = "all"
+block_size = 8192
+[workload.synthetic]
+kind = "bursty"
+requests = 100
+[array]
+level = "raid5"
+disks = 5
+stripe_unit = 32768
+[run]
+mode = "timed"
+[write_cache]
+capacity_pages = 2048
+"""
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ("kind = \"quad\"\n", "backup.kind"),
+        ("nvram_kib = 256\n", "backup.nvram_kib"),
+        ("segment_kib = 2048\nnvram_kib = 16384\ndisk_mib = 1\n", "backup.disk_mib"),
+        ("disk_mib = 10\n", "backup.disk_mib"),
+        ("segment_kib = 3\n", "backup.segment_kib"),
+        ("cache_disk = \"spare\"\n", "backup.cache_disk"),
+        ("kind = \"dual\"\nsegment_buffers = 2\n", "backup.segment_buffers"),
+    ],
+)
+def test_bad_backup_exits_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str, key: str
+) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(BASE + "[backup]\n" + table)
+    assert main(["run", str(cfg)]) == 2
+    assert key in capsys.readouterr().err
+    with pytest.raises(raidlab.ConfigError) as e:
+        raidlab.run(cfg)
+    assert e.value.key == key
