@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,3 +28,17 @@ def zipf_config(**cache: object) -> dict:
     }
     cfg["cache"].update(cache)
     return cfg
+
+
+def assert_config_error(path: Path, key: str, capsys: pytest.CaptureFixture[str], api: Any = None) -> None:
+    """The config at ``path`` is refused naming ``key``: ``raidlab run`` exits 2 with the key in
+    its message, and the Python API (``api``, default :func:`raidlab.run`) raises a
+    ``ConfigError`` whose ``key`` is ``key``."""
+    import raidlab
+    from raidlab.cli import main
+
+    assert main(["run", str(path)]) == 2
+    assert key in capsys.readouterr().err
+    with pytest.raises(raidlab.ConfigError) as e:
+        (api or raidlab.run)(path)
+    assert e.value.key == key, str(e.value)

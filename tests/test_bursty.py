@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import raidlab
-from raidlab.cli import main
+from conftest import assert_config_error
 
 
 def config(preset: str, requests: int, **synthetic: object) -> dict:
@@ -61,11 +61,7 @@ def test_bad_parameters_exit_2_naming_the_key(tmp_path: Path, capsys, line: str,
     p.write_text(
         f'[workload.synthetic]\nkind = "bursty"\n{line}\n[cache]\npolicy = "lru"\ncapacity_blocks = 10\n'
     )
-    assert main(["run", str(p)]) == 2
-    assert key in capsys.readouterr().err
-    with pytest.raises(raidlab.ConfigError) as e:
-        raidlab.load(p)
-    assert e.value.key == key
+    assert_config_error(p, key, capsys, api=raidlab.load)
 
 
 def test_overlay_multiplies_the_rate() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import raidlab
+from conftest import assert_config_error
 from raidlab import rapid
-from raidlab.cli import main
 from raidlab.reproduce import plan_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,8 +116,4 @@ def test_bad_backup_exits_2_naming_the_key(
 ) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text(BASE + "[backup]\n" + table)
-    assert main(["run", str(cfg)]) == 2
-    assert key in capsys.readouterr().err
-    with pytest.raises(raidlab.ConfigError) as e:
-        raidlab.run(cfg)
-    assert e.value.key == key
+    assert_config_error(cfg, key, capsys)

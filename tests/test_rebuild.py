@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import raidlab
-from raidlab.cli import main
+from conftest import assert_config_error
 
 BASE = """
 [workload.synthetic]
@@ -103,11 +103,7 @@ def test_executors_rates_and_redirection(tmp_path) -> None:
 def test_bad_input_names_the_key_and_exits_2(tmp_path, capsys, text: str, key: str) -> None:
     p = tmp_path / "bad.toml"
     p.write_text(text)
-    with pytest.raises(raidlab.ConfigError) as e:
-        raidlab.run(p)
-    assert e.value.key == key, str(e.value)
-    assert main(["run", str(p)]) == 2
-    assert key in capsys.readouterr().err
+    assert_config_error(p, key, capsys)
 
 
 def test_reproduce_writes_tables_and_the_series_plot(tmp_path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import raidlab
+from conftest import assert_config_error
 from raidlab import wcache
-from raidlab.cli import main
 from raidlab.reproduce import plan_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -139,11 +139,7 @@ def test_bad_write_cache_exits_2_naming_the_key(
 ) -> None:
     cfg = tmp_path / "bad.toml"
     cfg.write_text(BASE + "[write_cache]\n" + table)
-    assert main(["run", str(cfg)]) == 2
-    assert key in capsys.readouterr().err
-    with pytest.raises(raidlab.ConfigError) as e:
-        raidlab.run(cfg)
-    assert e.value.key == key
+    assert_config_error(cfg, key, capsys)
 
 
 def test_reproduce_derives_columns_and_plots_from_the_store(tmp_path: Path) -> None:
