@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchlib import measure_child
+from benchlib import best_of
 
 CONFIG = """
 [workload.synthetic]
@@ -65,10 +65,6 @@ print(json.dumps(out))
 """
 
 
-def measure(text: str) -> dict:
-    return measure_child(CHILD, text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--extent-gib", type=float, default=None, help="rebuild only this much of each member")
@@ -89,12 +85,8 @@ def main() -> None:
         # 1 TiB of the array's 7.3 TiB, or all of it with a smaller extent.
         space = min(1024.0, 8 * size_gib)
         text = CONFIG.format(requests=requests, chunk=args.chunk_kib * 1024, order=order, extent=extent, space=space)
-        best = None
-        for _ in range(args.repeat):
-            m = measure(text)
-            if best is None or m["wall_s"] < best["wall_s"]:
-                best = m
-        assert best is not None and best["rebuild_done"], best
+        best = best_of(CHILD, text, args.repeat)
+        assert best["rebuild_done"], best
         sim = best["rebuild_s"]
         print(
             f"{order:11} {sim / 3600:>11.2f} h {best['wall_s']:>8.1f} {sim / best['wall_s']:>9.0f} "

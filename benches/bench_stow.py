@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchlib import measure_child
+from benchlib import best_of
 
 CONFIG = """
 [workload]
@@ -59,10 +59,6 @@ print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s",
 """
 
 
-def measure(text: str) -> dict:
-    return measure_child(CHILD, text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=1_000_000)
@@ -71,11 +67,7 @@ def main() -> None:
     rows = []
     for label, tail in CASES:
         text = CONFIG.format(requests=args.requests) + tail
-        best = None
-        for _ in range(args.repeat):
-            m = measure(text)
-            if best is None or m["wall_s"] < best["wall_s"]:
-                best = m
+        best = best_of(CHILD, text, args.repeat)
         rows.append((label, best))
     print(f"workload: SPC-1-like, {args.requests:,} requests at 1000 IOPS; RAID-5 4+P of ibm40k1052, 32K-page write cache")
     print(f"{'case':32} {'requests/s':>14} {'events/s':>14} {'sim s':>10} {'mean ms':>9} {'destages':>10}")
