@@ -10,10 +10,11 @@ that never crosses it reports its highest rate.
 
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 from typing import Any
+
+from raidlab.plotting import img, pyplot, save
 
 RATE = "workload.synthetic.rate_iops"
 
@@ -76,10 +77,7 @@ def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
     """HTML fragments: the maximum-throughput table and a plot of the relative differences."""
     if "max_throughput_ms" not in spec:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     limit = float(spec["max_throughput_ms"])
     facets = list(spec.get("throughput_facets", []))
@@ -100,9 +98,5 @@ def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
             ax.tick_params(labelsize=7)
         axes[0][0].set_ylabel("response vs baseline (%)")
         axes[0][-1].legend(fontsize=7)
-        fig.tight_layout()
-        png = out / f"{stem}-reldiff.png"
-        fig.savefig(png, dpi=110)
-        plt.close(fig)
-        parts.append(f'<p><img src="{html.escape(png.name)}" alt="relative response-time difference"></p>')
+        parts.append(img(save(fig, out / f"{stem}-reldiff.png"), "relative response-time difference"))
     return parts

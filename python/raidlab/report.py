@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from raidlab import _core
+from raidlab.plotting import img, pyplot, save
 from raidlab.series_plot import plot_series
 
 
@@ -104,10 +105,7 @@ def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
 def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
     """One PNG per first facet value; a grid of panels over the second facet; a line per
     ``columns`` value."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     x, series, value = spec["plot_x"], spec["columns"], spec.get("value", "rgr")
     facets = list(spec.get("plot_facets", []))
@@ -131,11 +129,7 @@ def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
         axes[0][0].set_ylabel(value)
         axes[0][-1].legend(fontsize=7)
         fig.suptitle(str(key), fontsize=10)
-        fig.tight_layout()
-        out = path.with_name(f"{path.stem}-{i}.png")
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        written.append(out)
+        written.append(save(fig, path.with_name(f"{path.stem}-{i}.png")))
     return written
 
 
@@ -150,10 +144,7 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
         body.append(flat.to_html(float_format="%.4f"))
     sp = s.spec.get("series_plot")
     if sp and s.series is not None and len(s.series):
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         for i, (name, run) in enumerate(s.series.groupby("name", sort=False)):
             fig, ax = plt.subplots(figsize=(6.0, 3.2))
@@ -163,11 +154,7 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
             ax.set_xlabel(sp["x"], fontsize=8)
             ax.set_title(str(name), fontsize=9)
             ax.legend(fontsize=7)
-            fig.tight_layout()
-            png = out / f"{s.file.stem}-series-{i}.png"
-            fig.savefig(png, dpi=110)
-            plt.close(fig)
-            body.append(f'<p><img src="{png.name}" alt="{html.escape(str(name))}"></p>')
+            body.append(img(save(fig, out / f"{s.file.stem}-series-{i}.png"), str(name)))
         csv = out / f"{s.file.stem}-series.csv"
         s.series.to_csv(csv, index=False)
         body.append(f'<p>time series: <a href="{csv.name}">{csv.name}</a></p>')
@@ -240,10 +227,10 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         body.extend(s.extra)
         if "plot_x" in s.spec:
             for png in plot(s.frame, s.spec, out / f"{stem}{s.spec.get('suffix', '')}.png"):
-                body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
+                body.append(img(png, png.stem))
         if "series" in s.spec and s.series is not None:
             for png in plot_series(s.frame, s.series, s.spec["series"], out / f"{stem}-series.png"):
-                body.append(f'<p><img src="{png.name}" alt="{html.escape(png.stem)}"></p>')
+                body.append(img(png, png.stem))
     style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title><style>{style}</style></head><body>{''.join(body)}</body></html>"
     report = out / "report.html"

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from raidlab.plotting import pyplot, save
+
 
 def select(frame: Any, where: dict[str, Any]) -> Any:
     """Rows of ``frame`` whose columns equal every value of ``where``."""
@@ -28,10 +30,7 @@ def select(frame: Any, where: dict[str, Any]) -> Any:
 
 def plot_series(frame: Any, series: Any, spec: dict[str, Any], path: Path) -> list[Path]:
     """Write ``path`` (one PNG) for the runs ``spec["where"]`` selects; ``[]`` if none."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     runs = select(frame, dict(spec.get("where", {})))
     if runs.empty or series is None or series.empty:
@@ -71,7 +70,5 @@ def plot_series(frame: Any, series: Any, spec: dict[str, Any], path: Path) -> li
     ax.legend(fontsize=7, loc="upper right")
     title = ", ".join(f"{k} = {v}" for k, v in dict(spec.get("where", {})).items())
     ax.set_title(f"response time and rebuild progress ({title})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return [path]

@@ -17,10 +17,11 @@ An experiment's ``[report]`` table opts in with these keys (all optional):
 
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 from typing import Any
+
+from raidlab.plotting import img, pyplot, save
 
 
 def iops_at(ramp: list[dict[str, Any]], ms: float) -> float:
@@ -97,10 +98,7 @@ def _groups(frame: Any, facets: list[str]) -> list[tuple[str, list[int]]]:
 def plots(frame: Any, result: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
     """Write the occupancy-over-time and throughput-response plots the spec asks for; return
     HTML fragments that show them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     parts: list[str] = []
     series_key = spec.get("occupancy_plot")
@@ -123,11 +121,7 @@ def plots(frame: Any, result: Any, spec: dict[str, Any], out: Path, stem: str) -
             ax.set_ylim(0.5, 1.02)
             ax.legend(fontsize=7, loc="lower right")
         axes[-1, 0].set_xlabel("time (s)")
-        fig.tight_layout()
-        png = out / f"{stem}-series.png"
-        fig.savefig(png, dpi=110)
-        plt.close(fig)
-        parts.append(f'<p><img src="{html.escape(png.name)}" alt="{html.escape(series_key)} over time"></p>')
+        parts.append(img(save(fig, out / f"{stem}-series.png"), f"{series_key} over time"))
     if "curve_facets" in spec:
         groups = _groups(frame, list(spec["curve_facets"]))
         ncols = min(4, len(groups))
@@ -148,9 +142,5 @@ def plots(frame: Any, result: Any, spec: dict[str, Any], out: Path, stem: str) -
         for row in grid:
             row[0].set_ylabel("mean response (ms)")
         axes[len(groups) - 1].legend(fontsize=7)
-        fig.tight_layout()
-        png = out / f"{stem}-curves.png"
-        fig.savefig(png, dpi=110)
-        plt.close(fig)
-        parts.append(f'<p><img src="{html.escape(png.name)}" alt="throughput-response curves"></p>')
+        parts.append(img(save(fig, out / f"{stem}-curves.png"), "throughput-response curves"))
     return parts
