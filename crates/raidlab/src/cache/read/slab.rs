@@ -41,6 +41,7 @@ macro_rules! impl_slot {
         }
     };
 }
+pub(crate) use impl_slot;
 
 /// The `ReadPolicy` accessors that every policy keeping its entries in one `slab` with
 /// `used` and `capacity` counters spells the same way: `contains`, `len`, `used`,
