@@ -67,6 +67,47 @@ macro_rules! slab_policy_accessors {
     };
 }
 
+/// The `ReadPolicy` accessors of a policy that keeps ghost (non-resident) entries in its
+/// `slab` next to the resident ones (ARC, 2Q, MQ): `remove` and `contains` see only entries
+/// `e` for which `$resident` holds, `len` is the `resident` counter. The policy provides
+/// `unlink(id)`, which detaches a resident entry from its list and its unit count. Expands
+/// inside the `impl ReadPolicy` block.
+macro_rules! ghost_policy_accessors {
+    (|$e:ident| $resident:expr) => {
+        fn remove(&mut self, key: u64) -> bool {
+            match self.slab.find(key) {
+                Some(id) if {
+                    let $e = self.slab.get(id);
+                    $resident
+                } =>
+                {
+                    self.unlink(id);
+                    self.slab.remove(id);
+                    self.resident -= 1;
+                    true
+                }
+                _ => false,
+            }
+        }
+
+        #[inline]
+        fn contains(&self, key: u64) -> bool {
+            self.slab.find(key).is_some_and(|id| {
+                let $e = self.slab.get(id);
+                $resident
+            })
+        }
+
+        fn len(&self) -> usize {
+            self.resident
+        }
+
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+    };
+}
+
 impl<E: Slot> Nodes for [E] {
     #[inline]
     fn link(&self, id: u32) -> Link {
