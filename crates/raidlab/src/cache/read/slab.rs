@@ -44,10 +44,21 @@ macro_rules! impl_slot {
 pub(crate) use impl_slot;
 
 /// The `ReadPolicy` accessors that every policy keeping its entries in one `slab` with
-/// `used` and `capacity` counters spells the same way: `contains`, `len`, `used`,
-/// `capacity`. Expands inside the `impl ReadPolicy` block.
+/// `used` and `capacity` counters spells the same way: `remove`, `contains`, `len`, `used`,
+/// `capacity`. The policy provides `unlink(id)`, which detaches an entry from its lists.
+/// Expands inside the `impl ReadPolicy` block.
 macro_rules! slab_policy_accessors {
     () => {
+        fn remove(&mut self, key: u64) -> bool {
+            let Some(id) = self.slab.find(key) else {
+                return false;
+            };
+            self.unlink(id);
+            let e = self.slab.remove(id);
+            self.used -= u64::from(e.size);
+            true
+        }
+
         #[inline]
         fn contains(&self, key: u64) -> bool {
             self.slab.find(key).is_some()
