@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use super::BackupStats;
+use crate::cache::write::backup::destaged_pages;
 use crate::cache::write::Backup;
 
 pub struct Dual {
@@ -31,14 +32,9 @@ impl Backup for Dual {
     }
 
     fn on_destage(&mut self, first: u64, flight: &[u64], dirty: &[u64]) {
-        for (w, (&f, &d)) in flight.iter().zip(dirty).enumerate() {
-            let mut bits = f & !d;
-            while bits != 0 {
-                let b = u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                if self.pages.remove(&(first + w as u64 * 64 + b)) {
-                    self.stats.destaged += 1;
-                }
+        for lba in destaged_pages(first, flight, dirty) {
+            if self.pages.remove(&lba) {
+                self.stats.destaged += 1;
             }
         }
     }

@@ -28,7 +28,8 @@ use std::collections::VecDeque;
 
 use super::{BackupStats, RapidSpec, SegState, Segments, EMPTY_SLOT};
 use crate::cache::read::list::{Link, List};
-use crate::cache::read::slab::{Slab, Slot};
+use crate::cache::read::slab::{impl_slot, Slab};
+use crate::cache::write::backup::destaged_pages;
 use crate::cache::write::{Backup, BackupIo};
 
 /// `Entry::seg` of a page in the NVRAM LRU.
@@ -44,20 +45,7 @@ struct Entry {
     slot: u32,
 }
 
-impl Slot for Entry {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Entry);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Buf {
@@ -308,14 +296,9 @@ impl Backup for Rapid {
     }
 
     fn on_destage(&mut self, first: u64, flight: &[u64], dirty: &[u64]) {
-        for (w, (&f, &d)) in flight.iter().zip(dirty).enumerate() {
-            let mut bits = f & !d;
-            while bits != 0 {
-                let b = u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                if self.remove(first + w as u64 * 64 + b).is_some() {
-                    self.stats.destaged += 1;
-                }
+        for lba in destaged_pages(first, flight, dirty) {
+            if self.remove(lba).is_some() {
+                self.stats.destaged += 1;
             }
         }
     }

@@ -43,6 +43,10 @@ impl Clock {
         }
     }
 
+    fn unlink(&mut self, id: u32) {
+        self.queue.unlink(self.slab.nodes(), id);
+    }
+
     /// Rotate the hand until an unreferenced entry is at the back, then remove it. Terminates:
     /// each pass over a referenced entry lowers its counter.
     fn evict_one(&mut self) -> Option<u64> {
@@ -101,18 +105,6 @@ impl ReadPolicy for Clock {
         self.queue.push_front(self.slab.nodes(), id);
         self.used += size;
         true
-    }
-
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) => {
-                self.queue.unlink(self.slab.nodes(), id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                true
-            }
-            None => false,
-        }
     }
 
     slab_policy_accessors!();

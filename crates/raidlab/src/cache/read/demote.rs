@@ -55,6 +55,15 @@ impl Demote {
         }
     }
 
+    /// Detach `id` from whichever list holds it.
+    fn unlink(&mut self, id: u32) {
+        if self.slab.get(id).read {
+            self.read.unlink(self.slab.nodes(), id);
+        } else {
+            self.demoted.unlink(self.slab.nodes(), id);
+        }
+    }
+
     fn make_room(&mut self, size: u64, evicted: &mut Vec<u64>) {
         while self.used + size > self.capacity {
             let victim = match self.read.pop_back(self.slab.nodes()) {
@@ -133,20 +142,6 @@ impl ReadPolicy for Demote {
         self.read.push_front(self.slab.nodes(), id);
         self.used += size;
         debug_assert!(self.used <= self.capacity);
-        true
-    }
-
-    fn remove(&mut self, key: u64) -> bool {
-        let Some(id) = self.slab.find(key) else {
-            return false;
-        };
-        if self.slab.get(id).read {
-            self.read.unlink(self.slab.nodes(), id);
-        } else {
-            self.demoted.unlink(self.slab.nodes(), id);
-        }
-        let e = self.slab.remove(id);
-        self.used -= u64::from(e.size);
         true
     }
 

@@ -42,6 +42,10 @@ impl Lfu {
         }
     }
 
+    fn unlink(&mut self, id: u32) {
+        self.freq.remove(self.slab.nodes(), 0, id);
+    }
+
     /// Reference count of resident `key` (tests).
     #[cfg(test)]
     fn count(&self, key: u64) -> Option<u64> {
@@ -77,7 +81,7 @@ impl ReadPolicy for Lfu {
             let Some(victim) = self.freq.victim(0) else {
                 break;
             };
-            self.freq.remove(self.slab.nodes(), 0, victim);
+            self.unlink(victim);
             let e = self.slab.remove(victim);
             self.used -= u64::from(e.size);
             evicted.push(e.key);
@@ -91,18 +95,6 @@ impl ReadPolicy for Lfu {
         self.freq.insert(self.slab.nodes(), 0, id, 1);
         self.used += size;
         true
-    }
-
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) => {
-                self.freq.remove(self.slab.nodes(), 0, id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                true
-            }
-            None => false,
-        }
     }
 
     slab_policy_accessors!();

@@ -119,6 +119,13 @@ impl Mq {
         Some(key)
     }
 
+    /// Detach resident `id` from its queue and the used units.
+    fn unlink(&mut self, id: u32) {
+        let e = *self.slab.get(id);
+        self.queues[e.queue as usize].unlink(self.slab.nodes(), id);
+        self.used -= u64::from(e.size);
+    }
+
     /// Reference count of resident `key` and its queue (tests).
     #[cfg(test)]
     fn state(&self, key: u64) -> Option<(u32, u8)> {
@@ -196,37 +203,10 @@ impl ReadPolicy for Mq {
         true
     }
 
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) if self.slab.get(id).queue != QOUT => {
-                let q = self.slab.get(id).queue as usize;
-                self.queues[q].unlink(self.slab.nodes(), id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                self.resident -= 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    #[inline]
-    fn contains(&self, key: u64) -> bool {
-        self.slab
-            .find(key)
-            .is_some_and(|id| self.slab.get(id).queue != QOUT)
-    }
-
-    fn len(&self) -> usize {
-        self.resident
-    }
+    ghost_policy_accessors!(|e| e.queue != QOUT);
 
     fn used(&self) -> u64 {
         self.used
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
     }
 
     fn metadata_bytes(&self) -> usize {

@@ -26,6 +26,10 @@ impl<const PROMOTE: bool> Queue<PROMOTE> {
             capacity,
         }
     }
+
+    fn unlink(&mut self, id: u32) {
+        self.list.unlink(self.slab.nodes(), id);
+    }
 }
 
 impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
@@ -74,18 +78,6 @@ impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
         self.used += size;
         debug_assert!(self.used <= self.capacity);
         true
-    }
-
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) => {
-                self.list.unlink(self.slab.nodes(), id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                true
-            }
-            None => false,
-        }
     }
 
     slab_policy_accessors!();

@@ -41,12 +41,24 @@ macro_rules! impl_slot {
         }
     };
 }
+pub(crate) use impl_slot;
 
 /// The `ReadPolicy` accessors that every policy keeping its entries in one `slab` with
-/// `used` and `capacity` counters spells the same way: `contains`, `len`, `used`,
-/// `capacity`. Expands inside the `impl ReadPolicy` block.
+/// `used` and `capacity` counters spells the same way: `remove`, `contains`, `len`, `used`,
+/// `capacity`. The policy provides `unlink(id)`, which detaches an entry from its lists.
+/// Expands inside the `impl ReadPolicy` block.
 macro_rules! slab_policy_accessors {
     () => {
+        fn remove(&mut self, key: u64) -> bool {
+            let Some(id) = self.slab.find(key) else {
+                return false;
+            };
+            self.unlink(id);
+            let e = self.slab.remove(id);
+            self.used -= u64::from(e.size);
+            true
+        }
+
         #[inline]
         fn contains(&self, key: u64) -> bool {
             self.slab.find(key).is_some()
@@ -58,6 +70,47 @@ macro_rules! slab_policy_accessors {
 
         fn used(&self) -> u64 {
             self.used
+        }
+
+        fn capacity(&self) -> u64 {
+            self.capacity
+        }
+    };
+}
+
+/// The `ReadPolicy` accessors of a policy that keeps ghost (non-resident) entries in its
+/// `slab` next to the resident ones (ARC, 2Q, MQ): `remove` and `contains` see only entries
+/// `e` for which `$resident` holds, `len` is the `resident` counter. The policy provides
+/// `unlink(id)`, which detaches a resident entry from its list and its unit count. Expands
+/// inside the `impl ReadPolicy` block.
+macro_rules! ghost_policy_accessors {
+    (|$e:ident| $resident:expr) => {
+        fn remove(&mut self, key: u64) -> bool {
+            match self.slab.find(key) {
+                Some(id) if {
+                    let $e = self.slab.get(id);
+                    $resident
+                } =>
+                {
+                    self.unlink(id);
+                    self.slab.remove(id);
+                    self.resident -= 1;
+                    true
+                }
+                _ => false,
+            }
+        }
+
+        #[inline]
+        fn contains(&self, key: u64) -> bool {
+            self.slab.find(key).is_some_and(|id| {
+                let $e = self.slab.get(id);
+                $resident
+            })
+        }
+
+        fn len(&self) -> usize {
+            self.resident
         }
 
         fn capacity(&self) -> u64 {

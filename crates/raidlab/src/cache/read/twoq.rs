@@ -162,35 +162,10 @@ impl ReadPolicy for TwoQ {
         true
     }
 
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) if self.slab.get(id).queue != A1OUT => {
-                self.unlink(id);
-                self.slab.remove(id);
-                self.resident -= 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    #[inline]
-    fn contains(&self, key: u64) -> bool {
-        self.slab
-            .find(key)
-            .is_some_and(|id| self.slab.get(id).queue != A1OUT)
-    }
-
-    fn len(&self) -> usize {
-        self.resident
-    }
+    ghost_policy_accessors!(|e| e.queue != A1OUT);
 
     fn used(&self) -> u64 {
         self.used_units()
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
     }
 
     fn metadata_bytes(&self) -> usize {

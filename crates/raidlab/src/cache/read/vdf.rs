@@ -254,18 +254,6 @@ impl ReadPolicy for Vdf {
         true
     }
 
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) => {
-                self.unlink(id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                true
-            }
-            None => false,
-        }
-    }
-
     slab_policy_accessors!();
 
     fn metadata_bytes(&self) -> usize {

@@ -55,6 +55,31 @@ pub trait Backup {
     }
 }
 
+/// The pages a completed destage put on disk, ascending: those set in `flight` but not in
+/// `dirty` (the [`Backup::on_destage`] arguments). Allocation-free.
+pub fn destaged_pages<'a>(
+    first: u64,
+    flight: &'a [u64],
+    dirty: &'a [u64],
+) -> impl Iterator<Item = u64> + 'a {
+    flight
+        .iter()
+        .zip(dirty)
+        .enumerate()
+        .flat_map(move |(w, (&f, &d))| {
+            let base = first + w as u64 * 64;
+            let mut bits = f & !d;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = u64::from(bits.trailing_zeros());
+                bits &= bits - 1;
+                Some(base + b)
+            })
+        })
+}
+
 /// No backup (the write cache alone; the default).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoBackup;

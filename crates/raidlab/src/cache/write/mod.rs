@@ -37,7 +37,7 @@ pub use order::{DestageOrder, OrderCtx, OrderKind, OrderState, PageWrite};
 pub use rate::{Rate, RateSpec};
 
 use crate::cache::read::list::Link;
-use crate::cache::read::slab::{Slab, Slot};
+use crate::cache::read::slab::{impl_slot, Slab};
 
 /// The `[write_cache]` table, validated (see `config/write.rs`).
 #[derive(Debug, Clone, PartialEq)]
@@ -116,20 +116,7 @@ struct Group {
     in_order: bool,
 }
 
-impl Slot for Group {
-    #[inline]
-    fn key(&self) -> u64 {
-        self.key
-    }
-    #[inline]
-    fn link(&self) -> &Link {
-        &self.link
-    }
-    #[inline]
-    fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-}
+impl_slot!(Group);
 
 /// The write cache.
 pub struct WriteCache {
