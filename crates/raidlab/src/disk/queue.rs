@@ -40,7 +40,7 @@
 
 #[cfg(test)]
 mod tests;
-mod tree;
+pub(crate) mod tree;
 
 use tree::{prio_of, Node, Tree, TreeNodes, NIL};
 

@@ -1,5 +1,6 @@
-//! A position-ordered set of queued operations for SSTF and C-LOOK: a treap threaded through
-//! the queue's entry arena by `u32` links, so inserting and removing never allocate.
+//! A position-ordered set threaded through an arena by `u32` links, so inserting and removing
+//! never allocate: the queued operations of SSTF and C-LOOK, and the write groups of the sorted
+//! destage orders (`cache/write/order`).
 //!
 //! Keys are `(position, seq)`: `seq` is the queue's arrival counter, unique per operation, so
 //! the first key at a position is the earliest arrival there (the tie rule of both
@@ -8,11 +9,11 @@
 //! a sequential stream) and yet fully deterministic.
 
 /// The "no node" link value.
-pub(super) const NIL: u32 = u32::MAX;
+pub(crate) const NIL: u32 = u32::MAX;
 
 /// Tree links and heap priority of one entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Node {
+pub(crate) struct Node {
     pub left: u32,
     pub right: u32,
     pub parent: u32,
@@ -30,7 +31,7 @@ impl Node {
 
 /// Heap priority of the entry with arrival counter `seq` (the splitmix64 finalizer).
 #[inline]
-pub(super) fn prio_of(seq: u64) -> u32 {
+pub(crate) fn prio_of(seq: u64) -> u32 {
     let mut z = seq.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -38,7 +39,7 @@ pub(super) fn prio_of(seq: u64) -> u32 {
 }
 
 /// Storage whose entries carry a [`Node`] and a `(position, seq)` key.
-pub(super) trait TreeNodes {
+pub(crate) trait TreeNodes {
     fn key(&self, id: u32) -> (u64, u64);
     fn node(&self, id: u32) -> &Node;
     fn node_mut(&mut self, id: u32) -> &mut Node;
@@ -46,7 +47,7 @@ pub(super) trait TreeNodes {
 
 /// The root and size of one treap; the nodes live in the arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Tree {
+pub(crate) struct Tree {
     root: u32,
     len: u32,
 }
@@ -54,7 +55,6 @@ pub(super) struct Tree {
 impl Tree {
     pub const EMPTY: Tree = Tree { root: NIL, len: 0 };
 
-    #[cfg(test)]
     pub fn len(&self) -> u32 {
         self.len
     }

@@ -8,9 +8,9 @@ pub struct Cscan {
 }
 
 impl Cscan {
-    pub fn new(_ctx: &OrderCtx) -> Cscan {
+    pub fn new(ctx: &OrderCtx) -> Cscan {
         Cscan {
-            ring: SortedRing::default(),
+            ring: SortedRing::with_slots(ctx.slots),
         }
     }
 }

@@ -11,7 +11,7 @@
 //! sorted orders: a group number is its first logical page / pages per group, so group order is
 //! LBA order).
 
-use std::collections::BTreeMap;
+use crate::disk::queue::tree::{prio_of, Node, Tree, TreeNodes};
 
 pub mod cscan;
 pub mod lrw;
@@ -130,35 +130,94 @@ impl OrderKind {
 
 /// Write groups in ascending group number, seen as a circle with a destage pointer (the
 /// "clock arm" of CSCAN, WOW and each STOW queue).
-#[derive(Debug, Default, Clone)]
+///
+/// The groups are an ordered set threaded through an arena indexed by slot (the disk queues'
+/// treap), so inserting and sweeping never allocate once the arena covers the cache's slots
+/// (`with_slots`; a ring made with `default` grows to the largest slot it is given).
+#[derive(Debug, Clone)]
 pub struct SortedRing {
-    map: BTreeMap<u64, u32>,
+    /// Group number and tree links per slot.
+    nodes: Vec<RingNode>,
+    tree: Tree,
     /// The next group number the pointer considers.
     ptr: u64,
 }
 
+#[derive(Debug, Clone, Copy)]
+struct RingNode {
+    group: u64,
+    node: Node,
+}
+
+impl TreeNodes for [RingNode] {
+    #[inline]
+    fn key(&self, id: u32) -> (u64, u64) {
+        // Group numbers are unique in a ring, so the second half of the key never decides.
+        (self[id as usize].group, 0)
+    }
+    #[inline]
+    fn node(&self, id: u32) -> &Node {
+        &self[id as usize].node
+    }
+    #[inline]
+    fn node_mut(&mut self, id: u32) -> &mut Node {
+        &mut self[id as usize].node
+    }
+}
+
+impl Default for SortedRing {
+    fn default() -> SortedRing {
+        SortedRing::with_slots(0)
+    }
+}
+
 impl SortedRing {
+    /// A ring for groups in slots `< slots`.
+    pub fn with_slots(slots: u32) -> SortedRing {
+        let detached = RingNode {
+            group: 0,
+            node: Node::DETACHED,
+        };
+        SortedRing {
+            nodes: vec![detached; slots as usize],
+            tree: Tree::EMPTY,
+            ptr: 0,
+        }
+    }
+
     pub fn insert(&mut self, group: u64, slot: u32) {
-        let old = self.map.insert(group, slot);
-        debug_assert!(old.is_none(), "group {group} already in the ring");
+        let i = slot as usize;
+        if i >= self.nodes.len() {
+            self.nodes.resize(
+                i + 1,
+                RingNode {
+                    group: 0,
+                    node: Node::DETACHED,
+                },
+            );
+        }
+        // The tree asserts (in debug builds) that the group is not in the ring yet.
+        self.nodes[i].group = group;
+        self.nodes[i].node.prio = prio_of(group);
+        self.tree.insert(&mut self.nodes[..], slot);
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.tree.len() as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 
     /// The group under the pointer: the first at or after it, wrapping to the lowest.
     #[inline]
     fn at_ptr(&self) -> Option<(u64, u32)> {
-        self.map
-            .range(self.ptr..)
-            .next()
-            .or_else(|| self.map.iter().next())
-            .map(|(&g, &s)| (g, s))
+        let nodes = &self.nodes[..];
+        self.tree
+            .ceil(nodes, self.ptr)
+            .or_else(|| self.tree.first(nodes))
+            .map(|s| (nodes[s as usize].group, s))
     }
 
     /// Sweep from the pointer: a group for which `skip(slot)` is true is passed over (`skip`
@@ -166,7 +225,7 @@ impl SortedRing {
     /// removed and returned, and the pointer moves past it.
     pub fn sweep(&mut self, mut skip: impl FnMut(u32) -> bool) -> Option<(u64, u32)> {
         // Each skip clears a bit, so after len() skips every group has bit 0.
-        let mut skips_left = self.map.len();
+        let mut skips_left = self.len();
         loop {
             let (g, s) = self.at_ptr()?;
             self.ptr = g.wrapping_add(1);
@@ -175,7 +234,7 @@ impl SortedRing {
                 continue;
             }
             debug_assert!(skips_left > 0 || !skip(s), "skip must clear the bit");
-            self.map.remove(&g);
+            self.tree.remove(&mut self.nodes[..], s);
             return Some((g, s));
         }
     }

@@ -80,8 +80,8 @@ pub struct Stow {
 impl Stow {
     pub fn new(ctx: &OrderCtx) -> Stow {
         Stow {
-            seq: SortedRing::default(),
-            ran: SortedRing::default(),
+            seq: SortedRing::with_slots(ctx.slots),
+            ran: SortedRing::with_slots(ctx.slots),
             bits: Bits::new(ctx.slots),
             in_seq: vec![false; ctx.slots as usize],
             pages: vec![0; ctx.slots as usize],

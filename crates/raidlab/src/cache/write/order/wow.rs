@@ -13,7 +13,7 @@ pub struct Wow {
 impl Wow {
     pub fn new(ctx: &OrderCtx) -> Wow {
         Wow {
-            ring: SortedRing::default(),
+            ring: SortedRing::with_slots(ctx.slots),
             bits: Bits::new(ctx.slots),
         }
     }
