@@ -125,18 +125,18 @@ fn run(
     let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
     let callback = |p: BatchProgress| -> bool {
         let Some(cb) = &progress else { return true };
-        Python::with_gil(
-            |py| match cb.call1(py, (p.runs_done, p.runs_total, p.requests)) {
-                Ok(_) => py.check_signals().map(|_| true).unwrap_or_else(|e| {
-                    *raised.lock().expect("not poisoned") = Some(e);
-                    false
-                }),
+        Python::with_gil(|py| {
+            let r = cb
+                .call1(py, (p.runs_done, p.runs_total, p.requests))
+                .and_then(|_| py.check_signals());
+            match r {
+                Ok(()) => true,
                 Err(e) => {
                     *raised.lock().expect("not poisoned") = Some(e);
                     false
                 }
-            },
-        )
+            }
+        })
     };
     let results = py.allow_threads(|| engine::run_batch(&exps, threads, &callback));
     if let Some(e) = raised.into_inner().expect("not poisoned") {

@@ -142,7 +142,7 @@ impl<'a> Table<'a> {
         &mut self,
         key: &'static str,
         what: &str,
-        item: impl Fn(&str, &Value) -> Result<T>,
+        item: impl Fn(&str, &'a Value) -> Result<T>,
     ) -> Result<Option<Vec<T>>> {
         let path = self.key(key);
         match self.get(key) {
@@ -202,20 +202,7 @@ impl<'a> Table<'a> {
 
     /// An optional array of tables (`[[events]]`), each viewed at `key[i]`.
     pub fn tables(&mut self, key: &'static str) -> Result<Option<Vec<Table<'a>>>> {
-        let path = self.key(key);
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Array(items)) => items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| Table::new(&format!("{path}[{i}]"), v))
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(other) => Err(Error::config(
-                path,
-                format!("expected an array of tables, got {}", describe(other)),
-            )),
-        }
+        self.list(key, "tables", Table::new)
     }
 
     /// Reject keys that were never read.

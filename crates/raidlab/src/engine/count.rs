@@ -42,9 +42,9 @@ pub fn prepass(
     let mut cold: u64 = 0;
     while let Some(req) = src.next_request()? {
         let (first, count) = workload.span(&req, addressing);
+        let lookup = req.op == Op::Read || writes == Writes::Access;
         for lba in first..first + count {
             seen.insert(lba);
-            let lookup = req.op == Op::Read || writes == Writes::Access;
             if lookup && looked_up.insert(lba) {
                 cold += match &array {
                     Some(a) => u64::from(a.penalty(a.disk_of(lba))),

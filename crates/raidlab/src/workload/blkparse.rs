@@ -10,12 +10,9 @@
 //! lines, notes) are skipped too. Sectors are 512 bytes; the device is `maj << 32 | min`,
 //! laid back to back with the others unless one is selected.
 
-use super::parse::{dec, field, mul, scaled_dec, show, split_ws, u64_dec};
+use super::parse::{seconds, sectors, show, split_ws, u64_dec};
 use super::text::{LineFormat, Rec};
 use super::Op;
-
-/// Bytes per sector.
-const SECTOR_BYTES: u64 = 512;
 
 /// The blkparse line format, keeping one action.
 #[derive(Debug, Clone, Copy)]
@@ -86,11 +83,11 @@ impl LineFormat for Blkparse {
             ));
         }
         Ok(Some(Rec {
-            time: field(time, "time", "non-negative seconds", |s| scaled_dec(s, 9))?,
+            time: seconds(time, "time")?,
             dev,
             op,
-            offset_bytes: mul(dec(sector, "sector")?, SECTOR_BYTES, "sector")?,
-            len_bytes: mul(dec(count, "nblocks")?, SECTOR_BYTES, "nblocks")?,
+            offset_bytes: sectors(sector, "sector")?,
+            len_bytes: sectors(count, "nblocks")?,
         }))
     }
 }

@@ -7,12 +7,9 @@
 //! a command that moves no user data (TEST UNIT READY, INQUIRY, SYNCHRONIZE CACHE, ...), so
 //! the line is skipped rather than rejected; a field that is not hex is an error.
 
-use super::parse::{dec, expect_fields, field, mul, split_sep, u64_hex};
+use super::parse::{dec, expect_fields, field, sectors, split_sep, u64_hex};
 use super::text::{LineFormat, Rec};
 use super::Op;
-
-/// Bytes per logical block number.
-const SECTOR_BYTES: u64 = 512;
 
 /// The CloudPhysics CSV line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,7 +39,7 @@ impl LineFormat for CloudPhysics {
         let code = field(opcode, "op", "a hex SCSI opcode", u64_hex)?;
         let time = dec(time, "time")?;
         let len_bytes = dec(size, "size")?;
-        let offset_bytes = mul(dec(lbn, "lbn")?, SECTOR_BYTES, "lbn")?;
+        let offset_bytes = sectors(lbn, "lbn")?;
         Ok(scsi_op(code).map(|op| Rec {
             time,
             dev: 0,

@@ -3,12 +3,9 @@
 //! as DiskSim reads it, bit 0 set for a read. Devices are laid back to back unless one is
 //! selected.
 
-use super::parse::{dec, expect_fields, field, mul, scaled_dec, split_ws, u64_hex};
+use super::parse::{dec, expect_fields, field, scaled_dec, sectors, split_ws, u64_hex};
 use super::text::{LineFormat, Rec};
 use super::Op;
-
-/// Bytes per sector.
-const SECTOR_BYTES: u64 = 512;
 
 /// The DiskSim ASCII line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -32,8 +29,8 @@ impl LineFormat for DiskSim {
             })?,
             dev: dec(dev, "devno")?,
             op: if flags & 1 == 1 { Op::Read } else { Op::Write },
-            offset_bytes: mul(dec(blk, "blkno")?, SECTOR_BYTES, "blkno")?,
-            len_bytes: mul(dec(count, "bcount")?, SECTOR_BYTES, "bcount")?,
+            offset_bytes: sectors(blk, "blkno")?,
+            len_bytes: sectors(count, "bcount")?,
         }))
     }
 }

@@ -2,12 +2,8 @@
 //! with arrival in nanoseconds, LBA and size in 512-byte sectors and type 1 = read,
 //! 0 = write. Devices are laid back to back unless one is selected.
 
-use super::parse::{dec, expect_fields, field, mul, split_ws};
+use super::parse::{dec, expect_fields, read_write, sectors, split_ws};
 use super::text::{LineFormat, Rec};
-use super::Op;
-
-/// Bytes per sector.
-const SECTOR_BYTES: u64 = 512;
 
 /// The MQSim line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -23,17 +19,13 @@ impl LineFormat for MqSim {
         let mut f = [&b""[..]; 5];
         expect_fields(split_ws(line, &mut f), 5, false)?;
         let [time, dev, lba, size, kind] = f;
-        let op = field(kind, "type", "1 (read) or 0 (write)", |s| match s {
-            b"1" => Some(Op::Read),
-            b"0" => Some(Op::Write),
-            _ => None,
-        })?;
+        let op = read_write(kind, "type", "1 (read) or 0 (write)", b"1", b"0")?;
         Ok(Some(Rec {
             time: dec(time, "arrival_ns")?,
             dev: dec(dev, "device")?,
             op,
-            offset_bytes: mul(dec(lba, "lba")?, SECTOR_BYTES, "lba")?,
-            len_bytes: mul(dec(size, "size")?, SECTOR_BYTES, "size")?,
+            offset_bytes: sectors(lba, "lba")?,
+            len_bytes: sectors(size, "size")?,
         }))
     }
 }
@@ -42,6 +34,7 @@ impl LineFormat for MqSim {
 mod tests {
     use super::*;
     use crate::workload::text::{drain, error_of, rq};
+    use crate::workload::Op;
 
     #[test]
     fn worked_example() {

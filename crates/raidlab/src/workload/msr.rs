@@ -6,9 +6,8 @@
 //! selected. Hostname is ignored (one published file holds one host). ResponseTime is the
 //! traced system's, not ours, and is dropped.
 
-use super::parse::{dec, expect_fields, field, split_sep};
+use super::parse::{dec, expect_fields, read_write, split_sep};
 use super::text::{LineFormat, Rec};
-use super::Op;
 
 /// The MSR Cambridge line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,15 +24,7 @@ impl LineFormat for Msr {
         let mut f = [&b""[..]; 7];
         expect_fields(split_sep(line, b',', &mut f), 7, false)?;
         let [ts, _host, disk, kind, offset, size, _resp] = f;
-        let op = field(kind, "Type", "Read or Write", |s| {
-            if s.eq_ignore_ascii_case(b"read") {
-                Some(Op::Read)
-            } else if s.eq_ignore_ascii_case(b"write") {
-                Some(Op::Write)
-            } else {
-                None
-            }
-        })?;
+        let op = read_write(kind, "Type", "Read or Write", b"read", b"write")?;
         Ok(Some(Rec {
             time: dec(ts, "Timestamp")?,
             dev: dec(disk, "DiskNumber")?,
@@ -48,6 +39,7 @@ impl LineFormat for Msr {
 mod tests {
     use super::*;
     use crate::workload::text::{drain, error_of, rq};
+    use crate::workload::Op;
 
     const SAMPLE: &[u8] = b"128166385295514663,hm,1,Write,4096,2048,2833\r\n\
 128166385295514878,hm,0,Read,0,512,2617\r\n\

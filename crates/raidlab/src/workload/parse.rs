@@ -2,6 +2,9 @@
 //! readers. Every parser returns `None` (or an error message) instead of panicking: all
 //! arithmetic is checked, and nothing indexes past a slice's end.
 
+use super::Op;
+use crate::disk::SECTOR_BYTES;
+
 /// Split `line` at `sep` into `out`, returning how many fields the line has. Fields beyond
 /// `out.len()` are counted but not stored, so a caller can report "expected 5, found 9".
 pub(crate) fn split_sep<'a>(line: &'a [u8], sep: u8, out: &mut [&'a [u8]]) -> usize {
@@ -146,6 +149,38 @@ pub(crate) fn expect_fields(found: usize, want: usize, extra_ok: bool) -> Result
 pub(crate) fn mul(a: u64, b: u64, what: &str) -> Result<u64, String> {
     a.checked_mul(b)
         .ok_or_else(|| format!("{what}: {a} x {b} overflows 64 bits"))
+}
+
+/// A decimal count of 512-byte sectors, in bytes.
+#[inline]
+pub(crate) fn sectors(s: &[u8], what: &str) -> Result<u64, String> {
+    mul(dec(s, what)?, SECTOR_BYTES, what)
+}
+
+/// Non-negative decimal seconds, in nanoseconds (exact).
+#[inline]
+pub(crate) fn seconds(s: &[u8], what: &str) -> Result<u64, String> {
+    field(s, what, "non-negative seconds", |s| scaled_dec(s, 9))
+}
+
+/// A read/write field: `read` or `write`, ASCII case ignored.
+#[inline]
+pub(crate) fn read_write(
+    s: &[u8],
+    what: &str,
+    expected: &str,
+    read: &[u8],
+    write: &[u8],
+) -> Result<Op, String> {
+    field(s, what, expected, |s| {
+        if s.eq_ignore_ascii_case(read) {
+            Some(Op::Read)
+        } else if s.eq_ignore_ascii_case(write) {
+            Some(Op::Write)
+        } else {
+            None
+        }
+    })
 }
 
 #[cfg(test)]

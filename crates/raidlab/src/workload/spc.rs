@@ -7,12 +7,8 @@
 //! a pre-pass over the file. Fields after the fifth are ignored: some published files carry
 //! extra columns.
 
-use super::parse::{dec, expect_fields, field, mul, scaled_dec, split_sep};
+use super::parse::{dec, expect_fields, read_write, seconds, sectors, split_sep};
 use super::text::{LineFormat, Rec};
-use super::Op;
-
-/// Bytes per SPC sector.
-const SECTOR_BYTES: u64 = 512;
 
 /// The SPC line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -28,18 +24,12 @@ impl LineFormat for Spc {
         let mut f = [&b""[..]; 5];
         expect_fields(split_sep(line, b',', &mut f), 5, true)?;
         let [asu, lba, size, opcode, ts] = f;
-        let op = field(opcode, "Opcode", "r or w", |s| match s {
-            b"r" | b"R" => Some(Op::Read),
-            b"w" | b"W" => Some(Op::Write),
-            _ => None,
-        })?;
+        let op = read_write(opcode, "Opcode", "r or w", b"r", b"w")?;
         Ok(Some(Rec {
-            time: field(ts, "Timestamp", "non-negative seconds", |s| {
-                scaled_dec(s, 9)
-            })?,
+            time: seconds(ts, "Timestamp")?,
             dev: dec(asu, "ASU")?,
             op,
-            offset_bytes: mul(dec(lba, "LBA")?, SECTOR_BYTES, "LBA")?,
+            offset_bytes: sectors(lba, "LBA")?,
             len_bytes: dec(size, "Size")?,
         }))
     }
@@ -49,6 +39,7 @@ impl LineFormat for Spc {
 mod tests {
     use super::*;
     use crate::workload::text::{drain, error_of, rq};
+    use crate::workload::Op;
 
     // ASU 0 reaches byte 2*512 + 4096 = 5120 -> rounded to 1 MiB; ASU 1 starts there.
     const SAMPLE: &[u8] = b"0,2,4096,r,0.5\n1,10,512,W,0.750001\n\n0,0,8192,w,1.0\n";

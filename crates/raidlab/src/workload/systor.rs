@@ -3,9 +3,8 @@
 //! IOType `R`/`W`, Offset and Size in bytes. LUNs are laid back to back unless one is
 //! selected; Response (the traced system's latency) is dropped.
 
-use super::parse::{dec, expect_fields, field, scaled_dec, split_sep};
+use super::parse::{dec, expect_fields, read_write, seconds, split_sep};
 use super::text::{LineFormat, Rec};
-use super::Op;
 
 /// The SYSTOR'17 line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,15 +20,9 @@ impl LineFormat for Systor {
         let mut f = [&b""[..]; 6];
         expect_fields(split_sep(line, b',', &mut f), 6, false)?;
         let [ts, _resp, kind, lun, offset, size] = f;
-        let op = field(kind, "IOType", "R or W", |s| match s {
-            b"R" | b"r" => Some(Op::Read),
-            b"W" | b"w" => Some(Op::Write),
-            _ => None,
-        })?;
+        let op = read_write(kind, "IOType", "R or W", b"R", b"W")?;
         Ok(Some(Rec {
-            time: field(ts, "Timestamp", "non-negative seconds", |s| {
-                scaled_dec(s, 9)
-            })?,
+            time: seconds(ts, "Timestamp")?,
             dev: dec(lun, "LUN")?,
             op,
             offset_bytes: dec(offset, "Offset")?,
@@ -42,6 +35,7 @@ impl LineFormat for Systor {
 mod tests {
     use super::*;
     use crate::workload::text::{drain, error_of, rq};
+    use crate::workload::Op;
 
     #[test]
     fn worked_example() {

@@ -3,12 +3,8 @@
 //! offset and size in 512-byte sectors, type 0 = read and 1 = write. Volumes are laid back to
 //! back unless one is selected.
 
-use super::parse::{dec, expect_fields, field, mul, split_sep};
+use super::parse::{dec, expect_fields, read_write, sectors, split_sep};
 use super::text::{LineFormat, Rec};
-use super::Op;
-
-/// Bytes per sector.
-const SECTOR_BYTES: u64 = 512;
 
 /// The Tencent CBS line format.
 #[derive(Debug, Clone, Copy, Default)]
@@ -25,17 +21,13 @@ impl LineFormat for TencentCbs {
         let mut f = [&b""[..]; 5];
         expect_fields(split_sep(line, b',', &mut f), 5, false)?;
         let [ts, offset, size, kind, volume] = f;
-        let op = field(kind, "type", "0 (read) or 1 (write)", |s| match s {
-            b"0" => Some(Op::Read),
-            b"1" => Some(Op::Write),
-            _ => None,
-        })?;
+        let op = read_write(kind, "type", "0 (read) or 1 (write)", b"0", b"1")?;
         Ok(Some(Rec {
             time: dec(ts, "timestamp")?,
             dev: dec(volume, "volume")?,
             op,
-            offset_bytes: mul(dec(offset, "offset")?, SECTOR_BYTES, "offset")?,
-            len_bytes: mul(dec(size, "size")?, SECTOR_BYTES, "size")?,
+            offset_bytes: sectors(offset, "offset")?,
+            len_bytes: sectors(size, "size")?,
         }))
     }
 }
@@ -44,6 +36,7 @@ impl LineFormat for TencentCbs {
 mod tests {
     use super::*;
     use crate::workload::text::{drain, error_of, rq};
+    use crate::workload::Op;
 
     #[test]
     fn worked_example() {

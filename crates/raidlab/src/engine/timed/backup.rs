@@ -157,19 +157,19 @@ impl Sim<'_> {
                 CacheDisk::Physical => log.device,
                 CacheDisk::Logical => self.rebuild.dev_of(io.segment % log.members),
             };
-            let id = match log.free.pop() {
-                Some(i) => i,
-                None => {
-                    log.flights.push(Flight {
-                        io,
-                        submitted_ns: now,
-                    });
-                    (log.flights.len() - 1) as u32
-                }
-            };
-            log.flights[id as usize] = Flight {
+            let flight = Flight {
                 io,
                 submitted_ns: now,
+            };
+            let id = match log.free.pop() {
+                Some(i) => {
+                    log.flights[i as usize] = flight;
+                    i
+                }
+                None => {
+                    log.flights.push(flight);
+                    (log.flights.len() - 1) as u32
+                }
             };
             let disk_io = DiskIo {
                 op: if io.read { Op::Read } else { Op::Write },
@@ -207,9 +207,10 @@ impl Sim<'_> {
 
     /// No write waits for the backup any more.
     pub(super) fn end_stall(&mut self, now: u64) {
-        if let Some(from) = self.log.as_mut().and_then(|l| l.stall_from.take()) {
-            let log = self.log.as_mut().expect("checked");
-            log.m.stall_ns += now - from;
+        if let Some(log) = self.log.as_mut() {
+            if let Some(from) = log.stall_from.take() {
+                log.m.stall_ns += now - from;
+            }
         }
     }
 

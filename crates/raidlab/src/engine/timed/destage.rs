@@ -279,22 +279,26 @@ impl Sim<'_> {
             }
             reads.retain(|o| o.op == Op::Read);
             debug_assert!(!f.writes.is_empty(), "a destage writes its pages");
-            if reads.is_empty() {
-                let writes = std::mem::take(&mut f.writes);
-                let r = self.destage_submit(now, id, &writes);
-                let f = &mut self.wb.as_mut().expect("present").flights[id as usize];
-                f.writes = writes;
-                f.writes.clear();
-                reads.clear();
-                self.wb.as_mut().expect("present").plan.ops = reads;
-                r?;
+            let r = if reads.is_empty() {
+                self.destage_write_phase(now, id)
             } else {
-                let r = self.destage_submit(now, id, &reads);
-                reads.clear();
-                self.wb.as_mut().expect("present").plan.ops = reads;
-                r?;
-            }
+                self.destage_submit(now, id, &reads)
+            };
+            // Give the plan's vector back so it keeps its capacity.
+            reads.clear();
+            self.wb.as_mut().expect("present").plan.ops = reads;
+            r?;
         }
+    }
+
+    /// Queue the write phase of destage `id` (its writes vector keeps its capacity).
+    fn destage_write_phase(&mut self, now: u64, id: u32) -> Result<()> {
+        let wb = self.wb.as_mut().expect("present");
+        let mut writes = std::mem::take(&mut wb.flights[id as usize].writes);
+        let r = self.destage_submit(now, id, &writes);
+        writes.clear();
+        self.wb.as_mut().expect("present").flights[id as usize].writes = writes;
+        r
     }
 
     /// Queue one phase of destage `id`.
@@ -317,12 +321,7 @@ impl Sim<'_> {
             return Ok(());
         }
         if !f.writes.is_empty() {
-            let writes = std::mem::take(&mut f.writes);
-            let r = self.destage_submit(now, id, &writes);
-            let mut writes = writes;
-            writes.clear();
-            self.wb.as_mut().expect("present").flights[id as usize].writes = writes;
-            return r;
+            return self.destage_write_phase(now, id);
         }
         // The destage is complete: free its pages and admit waiting writes.
         let group = f.group;

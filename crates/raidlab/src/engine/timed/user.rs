@@ -84,9 +84,9 @@ impl<'e> Sim<'e> {
             s.writes.clear();
             s.level = self.sampler.level_of(now);
         }
+        self.outstanding += 1;
+        self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
         if !is_read && self.wb.is_some() {
-            self.outstanding += 1;
-            self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
             return self.wb_write(now, slot, first, count);
         }
         if !is_read {
@@ -104,8 +104,6 @@ impl<'e> Sim<'e> {
                 }
             }
         }
-        self.outstanding += 1;
-        self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
         self.acc.normalize();
         if self.acc.ops.is_empty() && self.slots[slot as usize].writes.is_empty() {
             // Served wholly from cache.
@@ -187,10 +185,9 @@ impl<'e> Sim<'e> {
 
     /// The read phase of a write is over: issue its writes.
     pub(super) fn write_phase(&mut self, now: u64, slot: u32) -> Result<()> {
-        let writes = std::mem::take(&mut self.slots[slot as usize].writes);
+        let mut writes = std::mem::take(&mut self.slots[slot as usize].writes);
         let r = self.submit_all(now, slot, &writes);
         // Give the (now cleared) vector back so the slot keeps its capacity.
-        let mut writes = writes;
         writes.clear();
         self.slots[slot as usize].writes = writes;
         r
