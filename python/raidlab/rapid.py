@@ -73,6 +73,40 @@ def relative_difference(frame: Any, facets: list[str], base: str = "baseline", a
     return pd.DataFrame(rows)
 
 
+def backup_costs(frame: Any, facets: list[str], arch: str = "tags.arch", limit_ms: float = 20.0) -> Any:
+    """Per facet combination and architecture with a cache disk: what the backup cost over the
+    sweep. Garbage collections (runs, and the rate at which the first one ran), the pages GC
+    copied as a share of all logged pages (its extra log traffic), log writes per 1,000
+    requests, and writes that waited for a segment buffer; ``*_ok`` columns count only rates
+    where the mean response stayed under ``limit_ms`` (before saturation)."""
+    import pandas as pd
+
+    if "bk_log_writes" not in frame.columns:
+        return pd.DataFrame()
+    rows = []
+    keys = [*facets, arch]
+    for key, g in frame.groupby(keys, sort=True, dropna=False):
+        g = g.sort_values(RATE)
+        if not (g["bk_log_writes"].fillna(0) > 0).any():
+            continue
+        ok = g[g["latency_mean_ms"] < limit_ms]
+        gc = g[g["bk_gc_runs"].fillna(0) > 0]
+        logged = float(g["bk_log_pages"].sum()) + float(g["bk_gc_pages"].sum())
+        rows.append(
+            {
+                **dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                "gc_runs": int(g["bk_gc_runs"].sum()),
+                "gc_runs_ok": int(ok["bk_gc_runs"].sum()),
+                "first_gc_rate": float(gc[RATE].iloc[0]) if len(gc) else math.nan,
+                "gc_page_share": float(g["bk_gc_pages"].sum()) / logged if logged else 0.0,
+                "log_writes_per_1k_req": 1000.0 * float(g["bk_log_writes"].sum()) / float(g["requests"].sum()),
+                "stalled_writes_ok": int(ok["bk_stalled_writes"].sum()),
+                "stall_s_ok": float(ok["bk_stall_s"].sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
     """HTML fragments: the maximum-throughput table and a plot of the relative differences."""
     if "max_throughput_ms" not in spec:
@@ -83,6 +117,10 @@ def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
     facets = list(spec.get("throughput_facets", []))
     table = max_throughput(frame, facets, limit_ms=limit)
     parts = [f"<h3>Maximum throughput (req/s at a {limit:g} ms mean response)</h3>", table.to_html(index=False, float_format=lambda v: f"{v:.0f}")]
+    costs = backup_costs(frame, facets, limit_ms=limit)
+    if len(costs):
+        parts.append("<h3>Backup costs over the sweep (garbage collection, log writes, stalls)</h3>")
+        parts.append(costs.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-"))
     rel = relative_difference(frame, facets, limit_ms=limit)
     if len(rel):
         groups = sorted({tuple(r[f] for f in facets) for _, r in rel.iterrows()}, key=str)
