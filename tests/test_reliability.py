@@ -110,3 +110,53 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys) -> None:
     assert main(["reliability", str(bad)]) == 2
     assert "bad.toml: line 1" in " ".join(capsys.readouterr().err.split())
     assert main(["reliability", str(tmp_path / "missing.toml")]) == 2
+
+
+def test_side_by_side_with_measured_throughput(tmp_path: Path, capsys) -> None:
+    """`--throughput STORE`: the model's rows beside the maximum throughput of a (reduced)
+    RAPID reproduction store; sizes the store lacks show no throughput."""
+    from raidlab.reproduce import plan_file
+    from raidlab.sweep import sweep
+
+    plan = plan_file(Path(__file__).resolve().parent.parent / "experiments" / "rapid-response.toml", skip_traces=True)
+    trees = [
+        t
+        for t in plan.trees
+        if t["workload"]["synthetic"]["preset"] == "synthetic-c"
+        and t["write_cache"]["capacity_pages"] == 2048
+        and t["workload"]["synthetic"]["rate_iops"] in (200, 1600)
+    ]
+    assert len(trees) == 6
+    for t in trees:
+        t["workload"]["synthetic"]["requests"] = 20_000
+    store_dir = tmp_path / "store"
+    frame = sweep({"runs": trees}, out=store_dir, workers=1)
+    assert set(frame["status"]) == {"done"}
+    perf = raidlab.reliability_throughput(store_dir)
+    assert set(perf) == {(16.0, "dual", ""), (16.0, "rapid", "physical"), (16.0, "rapid", "logical")}
+    for by_workload in perf.values():
+        assert set(by_workload) == {"synthetic-c"}
+        # C's read misses saturate the array between the two rates for every architecture.
+        assert by_workload["synthetic-c"]["knee"]
+        assert 200.0 < by_workload["synthetic-c"]["iops"] < 1600.0
+    assert perf[(16.0, "rapid", "physical")] == perf[(16.0, "dual", "")]
+    assert perf[(16.0, "rapid", "logical")]["synthetic-c"]["iops"] < perf[(16.0, "dual", "")]["synthetic-c"]["iops"]
+    rows = raidlab.reliability_side_by_side(raidlab.reliability(), perf)
+    # Four architectures, RAPID twice (physical and logical cache disk), three sizes.
+    assert len(rows) == 18
+    row16 = {(r["architecture"], r["cache_disk"]): r for r in rows if r["write_cache_mb"] == 16}
+    assert row16[("single-nvram", "")]["max_throughput_iops"] == perf[(16.0, "dual", "")]
+    assert row16[("rapid-dp", "logical")]["max_throughput_iops"] == perf[(16.0, "rapid", "logical")]
+    assert row16[("rapid-np", "physical")]["mttdl_h"] > row16[("single-nvram", "")]["mttdl_h"]
+    assert all(r["max_throughput_iops"] is None for r in rows if r["write_cache_mb"] != 16)
+    assert main(["reliability", "--throughput", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "req/s synthetic-c" in out and "logical cache disk" in out
+    assert main(["reliability", "--throughput", str(store_dir), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["side_by_side"]) == 18
+
+
+def test_throughput_from_a_path_that_is_no_store_exits_2(tmp_path: Path, capsys) -> None:
+    assert main(["reliability", "--throughput", str(tmp_path)]) == 2
+    assert "result store" in " ".join(capsys.readouterr().err.split())

@@ -14,6 +14,8 @@ from raidlab._core import (
 )
 from raidlab.api import Result, Run, load, run
 from raidlab.reliability import Reliability, reliability
+from raidlab.reliability import side_by_side as reliability_side_by_side
+from raidlab.reliability import store_throughput as reliability_throughput
 from raidlab.sweep import sweep  # the function shadows its module: raidlab.sweep is the function
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "__version__",
     "load",
     "reliability",
+    "reliability_side_by_side",
+    "reliability_throughput",
     "run",
     "sweep",
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from raidlab import _core
@@ -70,6 +71,86 @@ def reliability(config: Config | None = None, **inputs: Any) -> Reliability:
     return Reliability(out["inputs"], out["rows"])
 
 
+# What each architecture of the model runs as in timed mode: (backup kind, cache disk). A
+# single NVRAM and a dual NVRAM perform alike (the mirror never makes a write wait), so both
+# take the dual-NVRAM baseline's throughput; RAPID's throughput does not depend on whether its
+# primary is DRAM or NVRAM, only on where its cache disk is.
+SIMULATED = {"single-nvram": ("dual", ""), "dual-nvram": ("dual", ""), "rapid-dp": ("rapid", None), "rapid-np": ("rapid", None)}
+CACHE_DISKS = ("physical", "logical")
+
+
+Throughput = dict[tuple[float, str, str], dict[str, dict[str, Any]]]
+
+
+def store_throughput(out: Path | str, limit_ms: float = 20.0) -> Throughput:
+    """Maximum throughput (req/s at a ``limit_ms`` mean response, as ``raidlab.rapid``
+    computes it) of every backup configuration in a result store of RAPID reproductions
+    (``raidlab reproduce rapid --out OUT`` writes ``OUT/rapid/store``): keyed by
+    ``(write cache MB, backup kind, cache disk or "")``, per workload preset (or trace path)
+    ``{"iops": rate, "knee": bool}``; ``knee`` is false when the curve never reached
+    ``limit_ms`` (``iops`` is then its highest rate, a lower bound). Raises :class:`raidlab.store.StoreError` when the store holds no timed runs
+    with a ``[backup]`` swept over ``workload.synthetic.rate_iops``."""
+    from raidlab import rapid, store
+
+    frame = store.query(Path(out), "SELECT * FROM runs")
+    need = ["bk_kind", rapid.RATE, "write_cache.capacity_pages", "workload.block_size", "latency_mean_ms"]
+    missing = [c for c in need if c not in frame.columns]
+    if missing or not frame["bk_kind"].notna().any():
+        err = store.StoreError(f"{out}: no RAPID reproduction runs (timed runs with a [backup] swept over {rapid.RATE}); missing {missing or ['bk_kind values']}")
+        err.file = str(out)
+        raise err
+    frame = frame[frame["bk_kind"].notna()].copy()
+    frame["write_mb"] = frame["write_cache.capacity_pages"] * frame["workload.block_size"] / float(1 << 20)
+    disk = frame["bk_cache_disk"] if "bk_cache_disk" in frame.columns else None
+    frame["arch"] = [f"{k}|{d if isinstance(d, str) else ''}" for k, d in zip(frame["bk_kind"], disk if disk is not None else [""] * len(frame))]
+    workload = "workload.synthetic.preset" if "workload.synthetic.preset" in frame.columns else "workload.trace.path"
+    frame[workload] = frame[workload].fillna("-") if workload in frame.columns else "-"
+    # A store of `raidlab reproduce rapid` also holds other experiments' curves (Fig 10's NVRAM
+    # sizes, Fig 12's segments): keep each backup configuration's curve apart and take, per
+    # size, architecture and workload, the one swept over the most request rates (Table 4's).
+    keys = [c for c in ("backup.nvram_kib", "backup.segment_kib", "backup.segment_buffers", "backup.disk_mib") if c in frame.columns]
+    frame["curve"] = [repr(tuple(v)) for v in frame[keys].itertuples(index=False)] if keys else ""
+    out_map: Throughput = {}
+    best: dict[tuple[float, str, str, str], int] = {}
+    for (write_mb, arch, wl, _curve), g in frame.groupby(["write_mb", "arch", workload, "curve"], sort=True):
+        kind, cache_disk = str(arch).split("|")
+        key = (float(write_mb), kind, cache_disk)
+        rates = g.sort_values(rapid.RATE)
+        n = int(rates[rapid.RATE].nunique())
+        if n <= best.get((*key, str(wl)), 0):
+            continue
+        best[(*key, str(wl))] = n
+        ms = [float(m) for m in rates["latency_mean_ms"]]
+        value = rapid.crossing([float(r) for r in rates[rapid.RATE]], ms, limit_ms)
+        out_map.setdefault(key, {})[str(wl)] = {"iops": value, "knee": max(ms) >= limit_ms}
+    return out_map
+
+
+def side_by_side(result: Reliability, throughput: Throughput) -> list[dict[str, Any]]:
+    """One row per write-cache size, architecture and (for RAPID) cache disk: the model's MTTDL
+    and cost beside the measured maximum throughput per workload (``None`` where the store has
+    no run of that size)."""
+    rows = []
+    for read_mb, write_mb, by_arch in result.table():
+        for arch, header in ARCHITECTURES:
+            kind, fixed = SIMULATED[arch]
+            for cache_disk in (fixed,) if fixed is not None else CACHE_DISKS:
+                perf = throughput.get((float(write_mb), kind, cache_disk))
+                rows.append(
+                    {
+                        "read_cache_mb": read_mb,
+                        "write_cache_mb": write_mb,
+                        "architecture": arch,
+                        "label": header + (f", {cache_disk} cache disk" if cache_disk else ""),
+                        "cache_disk": cache_disk,
+                        "mttdl_h": by_arch[arch]["mttdl_h"],
+                        "cost_usd": by_arch[arch]["cost_usd"],
+                        "max_throughput_iops": perf,
+                    }
+                )
+    return rows
+
+
 # ---------------------------------------------------------------------------------------
 # The `raidlab reliability` command (registered by raidlab.cli).
 
@@ -106,6 +187,11 @@ def add_command(sub: Any, bad_input: int) -> None:
     for key, helptext in FLOAT_KEYS:
         c.add_argument("--" + key.replace("_", "-"), type=float, dest=key, metavar="X", help=helptext)
     c.add_argument("--dedicated-cache-disk", action="store_true", default=None, help="RAPID buys its own cache disk")
+    c.add_argument(
+        "--throughput",
+        metavar="STORE",
+        help="result store of `raidlab reproduce rapid` (OUT/rapid/store): add each architecture's measured maximum throughput",
+    )
     c.add_argument("--json", action="store_true", help="print JSON for machines")
     c.set_defaults(func=cmd_reliability)
 
@@ -116,8 +202,15 @@ def cmd_reliability(args: Any, console: Any) -> int:
     keys = [k for k, _ in FLOAT_KEYS] + ["write_cache_mb", "dedicated_cache_disk"]
     overrides = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     result = reliability(args.config, **overrides)
+    combined = side_by_side(result, store_throughput(args.throughput)) if args.throughput else None
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        doc = result.to_json()
+        if combined is not None:
+            doc["side_by_side"] = combined
+        print(json.dumps(doc, indent=2))
+        return 0
+    if combined is not None:
+        console.print(_side_by_side_table(result, combined))
         return 0
     i = result.inputs
     title = (
@@ -139,3 +232,30 @@ def cmd_reliability(args: Any, console: Any) -> int:
         )
     console.print(table)
     return 0
+
+
+def _side_by_side_table(result: Reliability, rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    i = result.inputs
+    workloads = sorted({w for r in rows if r["max_throughput_iops"] for w in r["max_throughput_iops"]})
+    table = Table(
+        title=f"Performance, reliability and cost; backup NVRAM {i['backup_nvram_mb']:g} MB; "
+        "maximum throughput (req/s at a 20 ms mean response; >: never reached)",
+        show_header=True,
+        header_style="bold",
+    )
+    for name in ["read/write MB", "architecture", "MTTDL h", "cost $"]:
+        table.add_column(name, justify="left" if name == "architecture" else "right")
+    for w in workloads:
+        table.add_column(f"req/s {w}", justify="right")
+    for r in rows:
+        perf = r["max_throughput_iops"] or {}
+        table.add_row(
+            f"{r['read_cache_mb']:g}/{r['write_cache_mb']:g}",
+            r["label"],
+            f"{r['mttdl_h']:.3g}",
+            f"{r['cost_usd']:,.2f}",
+            *((">" if not perf[w]["knee"] else "") + f"{perf[w]['iops']:,.0f}" if w in perf else "-" for w in workloads),
+        )
+    return table
