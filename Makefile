@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_rebuild.py
 	$(VPY) benches/bench_sweep.py
 	$(VPY) benches/bench_stow.py
+	$(VPY) benches/bench_rapid.py
 
 clean:
 	rm -rf $(VENV) target results
