@@ -18,6 +18,8 @@
 mod dual;
 mod failure;
 mod rapid;
+#[cfg(test)]
+mod recover_tests;
 mod segments;
 #[cfg(test)]
 mod tests;
