@@ -15,6 +15,7 @@
 
 mod backup;
 mod bursty;
+mod cachefail;
 mod disk;
 mod host;
 mod overlay;
@@ -299,6 +300,12 @@ fn experiment(
         write_cache.as_ref(),
         workload.block_size,
         array.as_ref(),
+    )?;
+    cachefail::check_events(
+        timed.as_ref(),
+        write_cache.as_ref(),
+        backup.as_ref(),
+        array.is_some(),
     )?;
     root.finish()?;
     host::check(

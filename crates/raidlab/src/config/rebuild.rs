@@ -168,6 +168,7 @@ fn check_events(timed: &TimedSpec, array: &ArraySpec, spares: u32) -> Result<()>
                 failed[d as usize] = true;
                 continue;
             }
+            Action::FailCache(_) => continue,
             Action::Rebuild { disk, spare } => (disk, spare),
         };
         let key = format!("events[{i}].rebuild");

@@ -59,6 +59,8 @@ pub enum Action {
     /// Start rebuilding the failed disk onto a hot spare (`spare`: its index among the
     /// spares; the lowest free one when `None`). Checked in `rebuild.rs`.
     Rebuild { disk: u32, spare: Option<u32> },
+    /// A copy of the write cache's data fails (`fail_cache`). Checked in `cachefail.rs`.
+    FailCache(crate::cache::backup::CacheFailure),
 }
 
 /// Everything timed mode needs beyond the counting-mode experiment.
@@ -275,6 +277,12 @@ fn events_list(list: Option<Vec<Table<'_>>>, array: Option<&ArraySpec>) -> Resul
                 ));
             }
         }
+        if t.has("fail_cache") {
+            let action = super::cachefail::event_action(&mut t)?;
+            t.finish()?;
+            out.push(Event { at_ns, action });
+            continue;
+        }
         if t.has("rebuild") {
             let action = super::rebuild::event_action(&mut t)?;
             t.finish()?;
@@ -285,7 +293,10 @@ fn events_list(list: Option<Vec<Table<'_>>>, array: Option<&ArraySpec>) -> Resul
         let disk = t.uint("fail", 0, u32::MAX as u64)?.ok_or_else(|| {
             Error::config(
                 &fail_key,
-                format!("missing; expected one of {}", quoted(&["fail", "rebuild"])),
+                format!(
+                    "missing; expected one of {}",
+                    quoted(&["fail", "rebuild", "fail_cache"])
+                ),
             )
         })? as u32;
         let array = probe

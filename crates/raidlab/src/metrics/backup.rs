@@ -21,6 +21,8 @@ pub struct BackupMetrics {
     pub log_io_ns: u64,
     /// Pages the backup held at the end (before the final drain completes: 0 after it).
     pub held_end: u64,
+    /// Failures of the caches (`fail_cache` events), when the run has any.
+    pub failures: Option<super::cachefail::CacheFailMetrics>,
 }
 
 impl BackupMetrics {
@@ -52,6 +54,9 @@ impl BackupMetrics {
         ];
         for (k, v) in pairs {
             m.insert(k.into(), v);
+        }
+        if let Some(f) = &self.failures {
+            f.put(m);
         }
     }
 }

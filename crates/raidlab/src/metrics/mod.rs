@@ -4,6 +4,7 @@
 //! host time, which is reported for speed and excluded from result comparisons.
 
 pub mod backup;
+pub mod cachefail;
 pub mod latency;
 pub mod rebuild;
 pub mod timed;

@@ -1,16 +1,22 @@
 //! A dual-copy NVRAM cache: the backup is a mirror of the primary, same size and speed, so a
 //! write is copied at once and never waits. The copy is tracked page by page only so the
 //! invariants (two copies until destaged) can be checked.
+//!
+//! Failures: after a primary failure the mirror is copied back at once (memory speed). When
+//! the mirror fails it is gone for the rest of the run: the pages it held have a single copy
+//! until destaged (counted as unprotected) and later writes have only the primary's.
 
 use std::collections::HashSet;
 
-use super::BackupStats;
+use super::{BackupStats, CacheFailure, Exposure, Restore};
 use crate::cache::write::backup::destaged_pages;
 use crate::cache::write::Backup;
 
 pub struct Dual {
     /// Pages mirrored (lookups only: iteration order never matters).
     pages: HashSet<u64>,
+    /// The mirror failed: `pages` are then the pages left with a single copy.
+    lost: bool,
     stats: BackupStats,
 }
 
@@ -18,6 +24,7 @@ impl Dual {
     pub fn new(primary_pages: u64) -> Dual {
         Dual {
             pages: HashSet::with_capacity(primary_pages.min(1 << 24) as usize),
+            lost: false,
             stats: BackupStats::default(),
         }
     }
@@ -27,6 +34,9 @@ impl Backup for Dual {
     #[inline]
     fn on_write(&mut self, lba: u64, _overwrite: bool) {
         self.stats.page_writes += 1;
+        if self.lost {
+            return;
+        }
         self.pages.insert(lba);
         self.stats.held_max = self.stats.held_max.max(self.pages.len() as u64);
     }
@@ -47,7 +57,41 @@ impl Backup for Dual {
     }
 
     fn copies(&self, lba: u64) -> u32 {
-        u32::from(self.pages.contains(&lba))
+        u32::from(!self.lost && self.pages.contains(&lba))
+    }
+
+    fn primary_failed(&mut self) -> Restore {
+        Restore {
+            memory_pages: if self.lost {
+                0
+            } else {
+                self.pages.len() as u64
+            },
+            ..Restore::default()
+        }
+    }
+
+    fn backup_failed(&mut self, what: CacheFailure) -> Exposure {
+        if what != CacheFailure::Backup || self.lost {
+            return Exposure::default();
+        }
+        self.lost = true;
+        Exposure {
+            pages: self.pages.len() as u64,
+            borrowed_pages: 0,
+        }
+    }
+
+    fn unprotected(&self) -> u64 {
+        if self.lost {
+            self.pages.len() as u64
+        } else {
+            0
+        }
+    }
+
+    fn forget(&mut self, lba: u64) {
+        self.pages.remove(&lba);
     }
 
     fn stats(&self) -> BackupStats {

@@ -16,12 +16,16 @@
 //! disk (`logical`).
 
 mod dual;
+mod failure;
 mod rapid;
+#[cfg(test)]
+mod recover_tests;
 mod segments;
 #[cfg(test)]
 mod tests;
 
 pub use dual::Dual;
+pub use failure::{CacheFailure, Exposure, Restore};
 pub use rapid::Rapid;
 pub use segments::{SegState, Segments, EMPTY_SLOT};
 

@@ -26,14 +26,20 @@
 
 use std::collections::VecDeque;
 
-use super::{BackupStats, RapidSpec, SegState, Segments, EMPTY_SLOT};
+use super::{
+    BackupStats, CacheFailure, Exposure, RapidSpec, Restore, SegState, Segments, EMPTY_SLOT,
+};
 use crate::cache::read::list::{Link, List};
 use crate::cache::read::slab::{impl_slot, Slab};
 use crate::cache::write::backup::destaged_pages;
 use crate::cache::write::{Backup, BackupIo};
 
+mod recover;
+
 /// `Entry::seg` of a page in the NVRAM LRU.
 const IN_LRU: u32 = u32::MAX;
+/// `Entry::seg` of a page whose only backup copy was on a lost cache disk (`recover.rs`).
+const EXPOSED: u32 = u32::MAX - 1;
 /// `BackupIo::tag` of a garbage-collection write.
 const GC_TAG: u32 = u32::MAX;
 
@@ -69,6 +75,8 @@ pub struct Rapid {
     /// The running collection's target segment and victims.
     gc_target: Option<u32>,
     gc_victims: Vec<u32>,
+    /// Failures of the caches and re-protection (`recover.rs`).
+    fail: recover::FailState,
     stats: BackupStats,
 }
 
@@ -89,6 +97,7 @@ impl Rapid {
             gc_free_segments: spec.gc_free_segments,
             gc_target: None,
             gc_victims: Vec::new(),
+            fail: recover::FailState::default(),
             stats: BackupStats {
                 free_segments_min: spec.segments,
                 ..BackupStats::default()
@@ -153,13 +162,18 @@ impl Rapid {
             .pop_back(self.entries.nodes())
             .expect("a full LRU has a back");
         self.lru_len -= 1;
+        self.buffer_page(id);
+        self.stats.evictions += 1;
+    }
+
+    /// Append entry `id` to the current segment buffer; a full buffer is written.
+    fn buffer_page(&mut self, id: u32) {
         let seg = self.current_segment();
         let lba = self.entries.get(id).key;
         let slot = self.segs.append(seg, lba);
         let e = self.entries.get_mut(id);
         e.seg = seg;
         e.slot = slot;
-        self.stats.evictions += 1;
         if self.segs.is_full(seg) {
             let b = self.current.take().expect("filling a current buffer");
             self.bufs[b as usize] = Buf::Writing(seg);
@@ -231,6 +245,8 @@ impl Rapid {
         if in_lru {
             self.lru.unlink(self.entries.nodes(), id);
             self.lru_len -= 1;
+        } else if e.seg == EXPOSED {
+            self.fail.exposed -= 1;
         } else {
             self.segs.invalidate(e.seg, e.slot);
         }
@@ -261,11 +277,12 @@ impl Rapid {
                 }
             }
         }
-        if in_segs + self.lru_len != self.held() {
+        if in_segs + self.lru_len + self.fail.exposed != self.held() {
             return Err(format!(
-                "{} pages held but {} in the LRU and {in_segs} in segments",
+                "{} pages held but {} in the LRU, {in_segs} in segments and {} exposed",
                 self.held(),
-                self.lru_len
+                self.lru_len,
+                self.fail.exposed
             ));
         }
         Ok(())
@@ -340,6 +357,7 @@ impl Backup for Rapid {
             debug_assert_eq!(self.bufs[b], Buf::Writing(io.segment));
             self.segs.written(io.segment);
             self.bufs[b] = Buf::Free;
+            self.reprotect();
         }
         self.maybe_gc();
     }
@@ -354,5 +372,29 @@ impl Backup for Rapid {
 
     fn stats(&self) -> BackupStats {
         self.stats.clone()
+    }
+
+    fn survives_primary(&self, lba: u64) -> bool {
+        self.survives(lba)
+    }
+
+    fn primary_failed(&mut self) -> Restore {
+        self.restore()
+    }
+
+    fn backup_failed(&mut self, what: CacheFailure) -> Exposure {
+        match what {
+            CacheFailure::Primary => Exposure::default(),
+            CacheFailure::Backup => self.nvram_failed(),
+            CacheFailure::CacheDisk => self.disk_failed(),
+        }
+    }
+
+    fn unprotected(&self) -> u64 {
+        self.fail.exposed
+    }
+
+    fn forget(&mut self, lba: u64) {
+        self.remove(lba);
     }
 }

@@ -6,7 +6,7 @@ use super::{BackupSpec, CacheDisk, Rapid, RapidSpec, SegState};
 use crate::cache::write::{Backend, Backup, BackupIo, OrderKind, RateSpec, WriteCache, WriteSpec};
 
 /// 2 LRU pages + `buffers` buffers of 2 slots, `segments` segments.
-fn spec(buffers: u32, segments: u32, gc_free: u32) -> RapidSpec {
+pub(super) fn spec(buffers: u32, segments: u32, gc_free: u32) -> RapidSpec {
     RapidSpec {
         nvram_pages: 2 + 2 * u64::from(buffers),
         segment_pages: 2,
@@ -129,7 +129,7 @@ fn garbage_collection_merges_the_emptiest_segments_from_the_primary() {
 }
 
 /// A write cache of 32 pages in groups of 4, with `backup`.
-fn cache(backup: &BackupSpec, order: OrderKind) -> WriteCache {
+pub(super) fn cache(backup: &BackupSpec, order: OrderKind) -> WriteCache {
     let ws = WriteSpec {
         capacity_pages: 32,
         group_pages: 4,
@@ -156,7 +156,7 @@ fn cache(backup: &BackupSpec, order: OrderKind) -> WriteCache {
 }
 
 #[derive(Debug, Clone)]
-enum Step {
+pub(super) enum Step {
     Write(u64),
     Destage,
     Finish(usize),
@@ -164,7 +164,7 @@ enum Step {
     Idle(bool),
 }
 
-fn step() -> impl Strategy<Value = Step> {
+pub(super) fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (0u64..96).prop_map(Step::Write),
         2 => Just(Step::Destage),

@@ -5,6 +5,8 @@
 //! disk. Sans-IO like the cache: a backup that needs I/O (a log disk) queues it and the engine
 //! takes it with [`Backup::next_io`] and reports it with [`Backup::io_done`].
 
+use crate::cache::backup::{CacheFailure, Exposure, Restore};
+
 /// A large write (or recovery read) a backup asks the engine to perform on its cache disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackupIo {
@@ -52,6 +54,29 @@ pub trait Backup {
     /// Counters, for the run's metrics.
     fn stats(&self) -> crate::cache::backup::BackupStats {
         crate::cache::backup::BackupStats::default()
+    }
+    /// Whether page `lba`'s copy would survive a failure of the primary cache now (cache
+    /// failures, `cache/backup/failure.rs`).
+    fn survives_primary(&self, lba: u64) -> bool {
+        self.copies(lba) > 0
+    }
+    /// The primary cache failed (pages without a surviving copy already forgotten): rebuild
+    /// it, queueing any cache-disk reads.
+    fn primary_failed(&mut self) -> Restore {
+        Restore::default()
+    }
+    /// The backup's own memory or cache disk failed.
+    fn backup_failed(&mut self, _what: CacheFailure) -> Exposure {
+        Exposure::default()
+    }
+    /// Pages that lost their backup copy in a backup failure and have none yet.
+    fn unprotected(&self) -> u64 {
+        0
+    }
+    /// Drop page `lba`'s copy without counting it: its primary copy was lost with the
+    /// primary cache, so the page is gone.
+    fn forget(&mut self, lba: u64) {
+        self.on_invalidate(lba);
     }
 }
 

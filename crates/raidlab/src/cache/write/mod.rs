@@ -23,6 +23,7 @@
 //! a destage that completed after the write.
 
 pub mod backup;
+mod fail;
 pub mod order;
 pub mod plan;
 #[cfg(test)]
@@ -141,6 +142,8 @@ pub struct WriteCache {
     backup: Box<dyn Backup>,
     /// RAPID's water-mark rate state (`rate = "rapid"` only).
     water: Option<water::Water>,
+    /// Recovering from a failure (`fail.rs`): no page is accepted and no destage starts.
+    offline: bool,
     pub stats: WriteStats,
 }
 
@@ -191,6 +194,7 @@ impl WriteCache {
                 }
                 _ => None,
             },
+            offline: false,
             stats: WriteStats::default(),
         }
     }
@@ -311,6 +315,9 @@ impl WriteCache {
     /// Write page `lba`. `None` when it needs a buffer and the cache is full (nothing
     /// changed); the caller retries after a destage completes.
     pub fn write(&mut self, lba: u64) -> Option<Absorbed> {
+        if self.offline {
+            return None;
+        }
         let group = lba / self.group_pages;
         let page = lba % self.group_pages;
         let bit = 1u64 << (page % 64);
@@ -412,7 +419,7 @@ impl WriteCache {
     /// Whether another destage should start now.
     #[inline]
     pub fn wants_destage(&self) -> bool {
-        self.inflight < self.allowed() && !self.order.is_empty()
+        self.inflight < self.allowed() && !self.order.is_empty() && !self.offline
     }
 
     /// The engine says whether the controller is idle (RAPID's rate destages in idle periods).

@@ -28,6 +28,9 @@ use crate::workload::Op;
 struct Flight {
     io: BackupIo,
     submitted_ns: u64,
+    /// Issued to a physical cache disk that failed since (`cachefail.rs`): its completion
+    /// is dropped.
+    lost: bool,
 }
 
 pub(super) struct LogDisk {
@@ -61,7 +64,57 @@ pub(super) fn install(exp: &Experiment, cache: &mut WriteCache) {
     }
 }
 
+/// Carve a logical cache disk of `segments` segments off the end of every member; returns
+/// the partition's first sector (`key` names the config key blamed when it does not fit).
+pub(super) fn carve_partition(
+    capacity_sectors: &mut [u64],
+    members: u32,
+    segments: u32,
+    segment_sectors: u64,
+    key: &str,
+) -> Result<u64> {
+    let per_member = u64::from(segments).div_ceil(u64::from(members));
+    let part = per_member * segment_sectors;
+    let smallest = capacity_sectors[..members as usize]
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(0);
+    if part >= smallest {
+        return Err(Error::config(
+            key,
+            format!(
+                "a logical cache disk needs {} MiB on each data disk, which hold {} MiB",
+                (part * SECTOR_BYTES) >> 20,
+                (smallest * SECTOR_BYTES) >> 20
+            ),
+        ));
+    }
+    let start = smallest - part;
+    for c in &mut capacity_sectors[..members as usize] {
+        *c = start;
+    }
+    Ok(start)
+}
+
 impl LogDisk {
+    /// The physical cache disk failed: log to the partition at `part_start_sectors` of every
+    /// member from now on. Transfers in flight on the lost disk complete as lost (the backup
+    /// writes their data again); returns how many there were.
+    pub(super) fn fail_physical(&mut self, part_start_sectors: u64) -> u64 {
+        debug_assert_eq!(self.mode, CacheDisk::Physical);
+        let mut lost = vec![true; self.flights.len()];
+        for &i in &self.free {
+            lost[i as usize] = false;
+        }
+        for (f, &l) in self.flights.iter_mut().zip(&lost) {
+            f.lost = l;
+        }
+        self.mode = CacheDisk::Logical;
+        self.part_start_sectors = part_start_sectors;
+        lost.iter().filter(|&&l| l).count() as u64
+    }
+
     /// The cache disk of `exp`'s backup, if it has one. `capacity_sectors` holds every
     /// device's usable sectors; a logical disk's partition is carved off the members' ends.
     pub(super) fn new(
@@ -93,28 +146,13 @@ impl LogDisk {
                 }
             }
             CacheDisk::Logical => {
-                let per_member = u64::from(r.segments).div_ceil(u64::from(members));
-                let part = per_member * segment_sectors;
-                let smallest = capacity_sectors[..members as usize]
-                    .iter()
-                    .copied()
-                    .min()
-                    .unwrap_or(0);
-                if part >= smallest {
-                    return Err(Error::config(
-                        "backup.disk_mib",
-                        format!(
-                            "a logical cache disk needs {} MiB on each data disk, which hold \
-                             {} MiB",
-                            (part * SECTOR_BYTES) >> 20,
-                            (smallest * SECTOR_BYTES) >> 20
-                        ),
-                    ));
-                }
-                part_start_sectors = smallest - part;
-                for c in &mut capacity_sectors[..members as usize] {
-                    *c = part_start_sectors;
-                }
+                part_start_sectors = carve_partition(
+                    capacity_sectors,
+                    members,
+                    r.segments,
+                    segment_sectors,
+                    "backup.disk_mib",
+                )?;
             }
         }
         Ok(Some(LogDisk {
@@ -160,6 +198,7 @@ impl Sim<'_> {
             let flight = Flight {
                 io,
                 submitted_ns: now,
+                lost: false,
             };
             let id = match log.free.pop() {
                 Some(i) => {
@@ -188,10 +227,14 @@ impl Sim<'_> {
         let log = self.log.as_mut().expect("backup I/O needs a cache disk");
         let f = log.flights[id as usize];
         log.free.push(id);
+        if f.lost {
+            return Ok(());
+        }
         log.m.log_ios_done += 1;
         log.m.log_io_ns += now - f.submitted_ns;
         let wb = self.wb.as_mut().expect("a backup needs a write cache");
         wb.cache.backup_mut().io_done(f.io);
+        self.cache_fail_io_done(now, f.io)?;
         self.admit_waiting(now)?;
         self.pump(now)
     }

@@ -124,7 +124,7 @@ impl WriteBack {
 
     /// Integrate occupancy and fullness up to `t` (before any change at `t`).
     #[inline]
-    fn integrate(&mut self, t: u64) {
+    pub(super) fn integrate(&mut self, t: u64) {
         debug_assert!(t >= self.last_ns);
         let dt = t - self.last_ns;
         if dt == 0 {

@@ -25,6 +25,8 @@ pub enum Kind {
     RebuildStart,
     /// The rebuild's rate control lets it go on.
     RebuildWake,
+    /// A `fail_cache` event of the config: `a` = its index in `[[events]]`.
+    CacheFail,
 }
 
 /// A fired event.

@@ -21,6 +21,9 @@ mod arrivals;
 mod backup;
 #[cfg(test)]
 mod backup_tests;
+mod cachefail;
+#[cfg(test)]
+mod cachefail_tests;
 mod destage;
 mod events;
 mod rebuild;
@@ -107,6 +110,8 @@ struct Sim<'e> {
     wb: Option<WriteBack>,
     /// The backup's cache disk (`[backup]` with RAPID, `backup.rs`).
     log: Option<backup::LogDisk>,
+    /// Failures of the write cache's copies (`fail_cache` events, `cachefail.rs`).
+    cf: Option<cachefail::CacheFail>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -137,7 +142,9 @@ pub fn run(
                 Kind::RequestDone => sim.finish(now, e.a)?,
                 Kind::RebuildStart => sim.rebuild_start_event(now, e.a)?,
                 Kind::RebuildWake => sim.rebuild_wake(now)?,
+                Kind::CacheFail => sim.cache_fail_event(now, e.a)?,
             }
+            sim.cache_fail_poll(now);
             if sim.m.count.requests >= sim.progress_mark {
                 sim.progress_mark += PROGRESS_EVERY;
                 if !progress(PROGRESS_EVERY) {
@@ -175,6 +182,7 @@ impl<'e> Sim<'e> {
             members,
             rebuild.devices() as usize,
         )?;
+        let cf = cachefail::CacheFail::new(exp, spec, &mut capacity_sectors, members)?;
         let n_devices = devices.len();
         let mut m = TimedMetrics::default();
         m.count.disk_reads = vec![0; disks];
@@ -216,6 +224,7 @@ impl<'e> Sim<'e> {
             rebuild_end_ns: 0,
             wb: WriteBack::new(exp, spec, disks)?,
             log,
+            cf,
         })
     }
 
@@ -228,6 +237,7 @@ impl<'e> Sim<'e> {
             self.sampler.rebuild_progress = Some(0.0);
         }
         self.schedule_rebuilds();
+        self.schedule_cache_failures();
         match self.spec.driver {
             Driver::Closed { outstanding, .. } => {
                 for _ in 0..outstanding {
@@ -263,8 +273,9 @@ impl<'e> Sim<'e> {
                     self.m.failures.push((ev.at_ns, disk));
                     self.rebuild.failed(ev.at_ns, disk);
                 }
-                // Scheduled as engine events (`Kind::RebuildStart`): they issue I/O.
-                Action::Rebuild { .. } => {}
+                // Scheduled as engine events (`Kind::RebuildStart`, `Kind::CacheFail`): they
+                // issue I/O.
+                Action::Rebuild { .. } | Action::FailCache(_) => {}
             }
         }
         Ok(())
@@ -417,6 +428,7 @@ impl<'e> Sim<'e> {
         // destages may put after the last user completion (`sim_ns`).
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));
         self.backup_metrics(end);
+        self.cache_fail_metrics(end);
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();

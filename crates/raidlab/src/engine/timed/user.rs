@@ -105,6 +105,9 @@ impl<'e> Sim<'e> {
             }
         }
         self.acc.normalize();
+        if is_read && self.cf.is_some() && self.recovery_read(now, slot, first, count)? {
+            return Ok(());
+        }
         if self.acc.ops.is_empty() && self.slots[slot as usize].writes.is_empty() {
             // Served wholly from cache.
             return self.done_after(now, slot, self.spec.controller.hit_ns);
