@@ -30,6 +30,8 @@ mod sample;
 #[cfg(test)]
 mod tests;
 mod user;
+#[cfg(test)]
+mod variants_tests;
 
 use std::time::Instant;
 
