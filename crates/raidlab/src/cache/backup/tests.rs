@@ -143,6 +143,7 @@ fn cache(backup: &BackupSpec, order: OrderKind) -> WriteCache {
         seq_pages: 2,
         drain: true,
         read_cache: false,
+        unified: false,
     };
     let mut c = WriteCache::new(
         &ws,

@@ -29,6 +29,7 @@ mod rebuild_tests;
 mod sample;
 #[cfg(test)]
 mod tests;
+mod unified;
 mod user;
 #[cfg(test)]
 mod variants_tests;
@@ -109,6 +110,8 @@ struct Sim<'e> {
     wb: Option<WriteBack>,
     /// The backup's cache disk (`[backup]` with RAPID, `backup.rs`).
     log: Option<backup::LogDisk>,
+    /// The bound of a unified read/write cache (`write_cache.unified`, `unified.rs`).
+    unified: Option<crate::cache::write::unified::Unified>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -218,6 +221,7 @@ impl<'e> Sim<'e> {
             rebuild_end_ns: 0,
             wb: WriteBack::new(exp, spec, disks)?,
             log,
+            unified: unified::build(exp),
         })
     }
 
@@ -419,6 +423,7 @@ impl<'e> Sim<'e> {
         // destages may put after the last user completion (`sim_ns`).
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));
         self.backup_metrics(end);
+        self.unified_metrics();
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();
