@@ -43,7 +43,10 @@ def test_defaults_are_the_papers_and_echoed() -> None:
     assert r.inputs["backup_nvram_mb"] == 2
     assert r.inputs["write_cache_mb"] == [16, 32, 64]
     assert r.inputs["mttr_h"] == 48 and r.inputs["mttf_disk_h"] == 1e6
-    assert len(r.rows) == 12
+    assert len(r.rows) == 15
+    # raidlab's triple RAPID-Cache row: RAPID-DP's MTTDL over the second backup's window failure.
+    rows = {(x["write_cache_mb"], x["architecture"]): x for x in r.rows}
+    assert rows[(16, "triple-rapid")]["mttdl_h"] == pytest.approx(rows[(16, "rapid-dp")]["mttdl_h"] / (1.1e-5 * 48), rel=1e-9)
     frame = r.to_frame()
     assert list(frame.columns) == ["read_cache_mb", "write_cache_mb", "architecture", "mttdl_h", "cost_usd"]
 
