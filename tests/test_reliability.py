@@ -43,7 +43,10 @@ def test_defaults_are_the_papers_and_echoed() -> None:
     assert r.inputs["backup_nvram_mb"] == 2
     assert r.inputs["write_cache_mb"] == [16, 32, 64]
     assert r.inputs["mttr_h"] == 48 and r.inputs["mttf_disk_h"] == 1e6
-    assert len(r.rows) == 12
+    assert len(r.rows) == 15
+    # raidlab's triple RAPID-Cache row: RAPID-DP's MTTDL over the second backup's window failure.
+    rows = {(x["write_cache_mb"], x["architecture"]): x for x in r.rows}
+    assert rows[(16, "triple-rapid")]["mttdl_h"] == pytest.approx(rows[(16, "rapid-dp")]["mttdl_h"] / (1.1e-5 * 48), rel=1e-9)
     frame = r.to_frame()
     assert list(frame.columns) == ["read_cache_mb", "write_cache_mb", "architecture", "mttdl_h", "cost_usd"]
 
@@ -142,8 +145,9 @@ def test_side_by_side_with_measured_throughput(tmp_path: Path, capsys) -> None:
     assert perf[(16.0, "rapid", "physical")] == perf[(16.0, "dual", "")]
     assert perf[(16.0, "rapid", "logical")]["synthetic-c"]["iops"] < perf[(16.0, "dual", "")]["synthetic-c"]["iops"]
     rows = raidlab.reliability_side_by_side(raidlab.reliability(), perf)
-    # Four architectures, RAPID twice (physical and logical cache disk), three sizes.
-    assert len(rows) == 18
+    # Five architectures, the three RAPID ones twice (physical and logical cache disk), three
+    # sizes.
+    assert len(rows) == 24
     row16 = {(r["architecture"], r["cache_disk"]): r for r in rows if r["write_cache_mb"] == 16}
     assert row16[("single-nvram", "")]["max_throughput_iops"] == perf[(16.0, "dual", "")]
     assert row16[("rapid-dp", "logical")]["max_throughput_iops"] == perf[(16.0, "rapid", "logical")]
@@ -154,7 +158,7 @@ def test_side_by_side_with_measured_throughput(tmp_path: Path, capsys) -> None:
     assert "req/s synthetic-c" in out and "logical cache disk" in out
     assert main(["reliability", "--throughput", str(store_dir), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert len(doc["side_by_side"]) == 18
+    assert len(doc["side_by_side"]) == 24
 
 
 def test_throughput_from_a_path_that_is_no_store_exits_2(tmp_path: Path, capsys) -> None:

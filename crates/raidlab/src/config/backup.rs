@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [backup]
-//! kind = "rapid"            # "none", "dual", "rapid"
+//! kind = "rapid"            # "none", "dual", "rapid", "triple" (two identical RAPID backups)
 //! cache_disk = "physical"   # "physical" (a dedicated disk) or "logical" (on the data disks)
 //! nvram_kib = 2048          # backup NVRAM: LRU cache + segment buffers
 //! segment_kib = 128         # segment (and segment buffer) size
@@ -17,7 +17,7 @@ use crate::cache::backup::{BackupSpec, CacheDisk, RapidSpec};
 use crate::cache::write::WriteSpec;
 use crate::error::{Error, Result};
 
-/// Keys only the RAPID backup takes.
+/// Keys only the RAPID backups (`rapid`, `triple`) take.
 const RAPID_KEYS: [&str; 6] = [
     "cache_disk",
     "nvram_kib",
@@ -44,9 +44,12 @@ pub(super) fn backup_spec(
         ));
     };
     let kind = t.choice("kind", BackupSpec::NAMES)?.unwrap_or("rapid");
-    if kind != "rapid" {
+    if !matches!(kind, "rapid" | "triple") {
         if let Some(k) = RAPID_KEYS.iter().find(|k| t.has(k)) {
-            return Err(Error::config(t.key(k), "only applies to kind = \"rapid\""));
+            return Err(Error::config(
+                t.key(k),
+                "only applies to kind = \"rapid\" or \"triple\"",
+            ));
         }
         t.finish()?;
         return Ok(Some(match kind {
@@ -127,14 +130,20 @@ pub(super) fn backup_spec(
         ));
     }
     t.finish()?;
-    Ok(Some(BackupSpec::Rapid(RapidSpec {
+    let spec = RapidSpec {
         nvram_pages: nvram_bytes / page,
         segment_pages: segment_pages as u32,
         segment_buffers,
         segments,
         gc_free_segments,
         cache_disk,
-    })))
+    };
+    // A triple's two backups are identical: each gets these keys (its own NVRAM and disk).
+    Ok(Some(if kind == "triple" {
+        BackupSpec::Triple(spec)
+    } else {
+        BackupSpec::Rapid(spec)
+    }))
 }
 
 #[cfg(test)]
@@ -180,11 +189,21 @@ mod tests {
             parse("[backup]\nkind = \"dual\"\n").unwrap(),
             Some(BackupSpec::Dual)
         );
+        // A triple takes the same keys, for each of its two identical backups.
+        let t = parse("[backup]\nkind = \"triple\"\nnvram_kib = 1024\n").unwrap();
+        let Some(BackupSpec::Triple(t)) = t else {
+            panic!("triple")
+        };
+        assert_eq!((t.nvram_pages, t.segments), (128, 2048));
+        assert_eq!(
+            key_of("[backup]\nkind = \"triple\"\ndisk_mib = 20\n"),
+            "backup.disk_mib"
+        );
     }
 
     #[test]
     fn bad_values_name_their_key() {
-        assert_eq!(key_of("[backup]\nkind = \"triple\"\n"), "backup.kind");
+        assert_eq!(key_of("[backup]\nkind = \"quad\"\n"), "backup.kind");
         // 0.5 MiB cannot hold 4 x 128 KiB buffers plus a page.
         assert_eq!(key_of("[backup]\nnvram_kib = 512\n"), "backup.nvram_kib");
         assert_eq!(key_of("[backup]\nsegment_kib = 12\n"), "backup.segment_kib");

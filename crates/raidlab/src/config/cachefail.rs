@@ -59,6 +59,15 @@ pub(super) fn check_events(
             ));
         }
         let kind = backup.unwrap_or(&BackupSpec::None);
+        if matches!(kind, BackupSpec::Triple(_)) {
+            // Recovery reads and the logical fallback are built for one backup log; a triple
+            // would have to choose which backup rebuilds the primary.
+            return Err(Error::config(
+                key,
+                "cache failures are not modelled for the triple RAPID-Cache yet; use [backup] \
+                 kind = \"rapid\" or \"dual\"",
+            ));
+        }
         match what {
             CacheFailure::Primary => {}
             CacheFailure::Backup => {

@@ -25,6 +25,7 @@ mod sweep;
 mod tables;
 mod timed;
 mod tree;
+mod unified;
 mod write;
 
 use std::path::Path;
@@ -295,6 +296,7 @@ fn experiment(
     let rebuild = rebuild::rebuild_spec(root.table("rebuild")?, timed.as_ref(), array.as_ref())?;
     let write_cache =
         write::write_cache_spec(write_table, read_cache, &workload, array.as_ref(), mode)?;
+    let (cache, write_cache) = unified::apply(cache, write_cache)?;
     let backup = backup::backup_spec(
         root.table("backup")?,
         write_cache.as_ref(),

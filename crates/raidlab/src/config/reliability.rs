@@ -146,7 +146,7 @@ mod tests {
         assert_eq!(i.write_cache_mb, vec![8.0, 128.0]);
         assert_eq!(i.rates.mttf_nvram_h, 15_000.0);
         assert!(i.costs.dedicated_cache_disk);
-        assert_eq!(compare(&i).unwrap().len(), 8);
+        assert_eq!(compare(&i).unwrap().len(), 10);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! high = 90                # percent of the capacity
 //! low = 80
 //! max_destages = 20
+//! unified = false          # share one memory with [cache] (config/unified.rs)
 //! ```
 
 use super::tree::{quoted, Table};
@@ -188,6 +189,8 @@ pub(super) fn write_cache_spec(
     let max_destages = t.uint("max_destages", 1, 1 << 16)?.unwrap_or(20) as u32;
     let seq_pages = t.uint("seq_pages", 1, 64)?.unwrap_or(2) as u32;
     let drain = t.bool("drain")?.unwrap_or(true);
+    // Checked and applied against `[cache]` by `unified.rs`.
+    let unified = t.bool("unified")?.unwrap_or(false);
     t.finish()?;
     Ok(Some(WriteSpec {
         capacity_pages,
@@ -198,6 +201,7 @@ pub(super) fn write_cache_spec(
         seq_pages,
         drain,
         read_cache,
+        unified,
     }))
 }
 

@@ -54,6 +54,8 @@ pub struct WriteCacheMetrics {
     pub series: WriteSeries,
     /// The backup's metrics (`[backup]`), if one is configured.
     pub backup: Option<super::backup::BackupMetrics>,
+    /// A unified read/write cache's counters (`write_cache.unified`).
+    pub unified: Option<crate::cache::write::unified::UnifiedStats>,
 }
 
 impl WriteCacheMetrics {
@@ -139,6 +141,11 @@ impl WriteCacheMetrics {
         }
         if let Some(b) = &self.backup {
             b.put(m);
+        }
+        if let Some(u) = &self.unified {
+            m.insert("wc_unified_pages".into(), json!(u.total_pages));
+            m.insert("wc_unified_evictions".into(), json!(u.evicted_for_writes));
+            m.insert("wc_unified_kept_clean".into(), json!(u.kept_clean));
         }
     }
 

@@ -47,7 +47,7 @@ pub struct Row {
 }
 
 /// Rows for every write size (in the given order), each with the architectures of
-/// [`Architecture::ALL`].
+/// [`Architecture::COMPARED`].
 pub fn compare(inputs: &Inputs) -> Result<Vec<Row>> {
     if inputs.write_cache_mb.is_empty() || inputs.write_cache_mb.len() > WRITE_SIZES_MAX {
         return Err(Error::config(
@@ -58,9 +58,9 @@ pub fn compare(inputs: &Inputs) -> Result<Vec<Row>> {
             ),
         ));
     }
-    let mut rows = Vec::with_capacity(inputs.write_cache_mb.len() * Architecture::ALL.len());
+    let mut rows = Vec::with_capacity(inputs.write_cache_mb.len() * Architecture::COMPARED.len());
     for (i, &write_mb) in inputs.write_cache_mb.iter().enumerate() {
-        for arch in Architecture::ALL {
+        for arch in Architecture::COMPARED {
             let at = |e: Error| match e {
                 Error::Config { key, msg } if key == "reliability.write_cache_mb" => {
                     Error::config(format!("{key}[{i}]"), msg)
@@ -136,10 +136,13 @@ mod tests {
     #[test]
     fn rows_cover_every_size_and_architecture() {
         let rows = compare(&Inputs::default()).unwrap();
-        assert_eq!(rows.len(), 12);
+        assert_eq!(rows.len(), 15);
         assert_eq!(rows[0].architecture, Architecture::SingleNvram);
         assert_eq!(rows[0].mttdl_h, 12_500.0);
-        assert_eq!(rows[11].write_cache_mb, 64.0);
+        assert_eq!(rows[4].architecture, Architecture::TripleRapid);
+        // DRAM 64 + 16 MB at $0.5 and two backups of 2 MB NVRAM + 256 MB of disk space.
+        assert!((rows[4].cost_usd - (40.0 + 2.0 * (110.0 + 1.28))).abs() < 1e-9);
+        assert_eq!(rows[14].write_cache_mb, 64.0);
         let v = to_json(&Inputs::default(), &rows);
         assert_eq!(v["rows"][2]["architecture"], "rapid-dp");
         assert_eq!(v["inputs"]["backup_nvram_mb"], 2.0);

@@ -92,6 +92,8 @@ impl CostModel {
             Architecture::DualNvram => dram(read_mb) + 2.0 * nvram(write_mb),
             Architecture::RapidDramPrimary => dram(read_mb + write_mb) + backup,
             Architecture::RapidNvramPrimary => dram(read_mb) + nvram(write_mb) + backup,
+            // Two backups: two NVRAMs and two cache disks (or disk spaces).
+            Architecture::TripleRapid => dram(read_mb + write_mb) + 2.0 * backup,
         })
     }
 }

@@ -10,6 +10,8 @@
 //!   LRU fill the current segment buffer; a full buffer is one large write to the cache disk;
 //!   garbage collection copies live pages from the primary cache (never reading the cache
 //!   disk) into a new segment.
+//! - `triple`: two identical RAPID backups behind one primary (`triple.rs`, Fig. 2b), each
+//!   with its own NVRAM and cache disk; a write is acknowledged when both hold it.
 //!
 //! Sans-IO: the RAPID backup queues its large writes and the engine performs them
 //! (`engine/timed/backup.rs`), on a dedicated disk (`physical`) or on a partition of each data
@@ -23,11 +25,15 @@ mod recover_tests;
 mod segments;
 #[cfg(test)]
 mod tests;
+mod triple;
+#[cfg(test)]
+mod triple_tests;
 
 pub use dual::Dual;
 pub use failure::{CacheFailure, Exposure, Restore};
 pub use rapid::Rapid;
 pub use segments::{SegState, Segments, EMPTY_SLOT};
+pub use triple::{Triple, TRIPLE_BACKUPS};
 
 use crate::cache::write::{Backup, NoBackup};
 
@@ -81,16 +87,19 @@ pub enum BackupSpec {
     None,
     Dual,
     Rapid(RapidSpec),
+    /// Two identical RAPID backups (triple RAPID-Cache).
+    Triple(RapidSpec),
 }
 
 impl BackupSpec {
-    pub const NAMES: &'static [&'static str] = &["none", "dual", "rapid"];
+    pub const NAMES: &'static [&'static str] = &["none", "dual", "rapid", "triple"];
 
     pub fn name(&self) -> &'static str {
         match self {
             BackupSpec::None => "none",
             BackupSpec::Dual => "dual",
             BackupSpec::Rapid(_) => "rapid",
+            BackupSpec::Triple(_) => "triple",
         }
     }
 
@@ -100,6 +109,17 @@ impl BackupSpec {
             BackupSpec::None => Box::new(NoBackup),
             BackupSpec::Dual => Box::new(Dual::new(primary_pages)),
             BackupSpec::Rapid(r) => Box::new(Rapid::new(r, primary_pages)),
+            BackupSpec::Triple(r) => Box::new(Triple::new(r, primary_pages)),
+        }
+    }
+
+    /// The RAPID spec of a backup with cache disks, and how many cache disks it has (one per
+    /// RAPID backup).
+    pub fn log_spec(&self) -> Option<(&RapidSpec, u32)> {
+        match self {
+            BackupSpec::Rapid(r) => Some((r, 1)),
+            BackupSpec::Triple(r) => Some((r, TRIPLE_BACKUPS)),
+            _ => None,
         }
     }
 }

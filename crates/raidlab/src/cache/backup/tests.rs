@@ -17,7 +17,7 @@ pub(super) fn spec(buffers: u32, segments: u32, gc_free: u32) -> RapidSpec {
     }
 }
 
-fn io(seg: u32, blocks: u32, tag: u32) -> BackupIo {
+pub(super) fn io(seg: u32, blocks: u32, tag: u32) -> BackupIo {
     BackupIo {
         segment: seg,
         blocks,
@@ -143,6 +143,7 @@ pub(super) fn cache(backup: &BackupSpec, order: OrderKind) -> WriteCache {
         seq_pages: 2,
         drain: true,
         read_cache: false,
+        unified: false,
     };
     let mut c = WriteCache::new(
         &ws,
@@ -176,15 +177,16 @@ pub(super) fn step() -> impl Strategy<Value = Step> {
 
 proptest! {
     #[test]
-    fn every_held_page_has_exactly_one_backup_copy(
+    fn every_held_page_has_exactly_one_copy_per_backup(
         steps in proptest::collection::vec(step(), 1..400),
-        rapid in any::<bool>(),
+        kind in 0u8..3,
         lru in any::<bool>(),
     ) {
-        let backup = if rapid {
-            BackupSpec::Rapid(spec(2, 40, 4))
-        } else {
-            BackupSpec::Dual
+        // Copies each held page must have: one, or two with a triple's two backups.
+        let (backup, copies) = match kind {
+            0 => (BackupSpec::Dual, 1),
+            1 => (BackupSpec::Rapid(spec(2, 40, 4)), 1),
+            _ => (BackupSpec::Triple(spec(2, 40, 4)), 2),
         };
         let order = if lru { OrderKind::Lrw } else { OrderKind::Wow };
         let mut c = cache(&backup, order);
@@ -220,10 +222,15 @@ proptest! {
                 }
                 Step::Idle(b) => c.set_idle(b),
             }
-            // Two copies (primary + backup) of every page the primary holds, and the backup
-            // holds nothing else.
+            // Two copies (primary + backup; three with a triple) of every page the primary
+            // holds, and the backup holds nothing else.
             for lba in 0..96 {
-                prop_assert_eq!(c.backup().copies(lba), u32::from(c.holds(lba)), "page {}", lba);
+                prop_assert_eq!(
+                    c.backup().copies(lba),
+                    copies * u32::from(c.holds(lba)),
+                    "page {}",
+                    lba
+                );
             }
             prop_assert_eq!(c.backup().check(), Ok(()));
         }

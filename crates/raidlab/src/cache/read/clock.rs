@@ -49,7 +49,7 @@ impl Clock {
 
     /// Rotate the hand until an unreferenced entry is at the back, then remove it. Terminates:
     /// each pass over a referenced entry lowers its counter.
-    fn evict_one(&mut self) -> Option<u64> {
+    fn pop_victim(&mut self) -> Option<u64> {
         loop {
             let back = self.queue.back()?;
             let e = self.slab.get_mut(back);
@@ -91,7 +91,7 @@ impl ReadPolicy for Clock {
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
         while self.used + size > self.capacity {
-            match self.evict_one() {
+            match self.pop_victim() {
                 Some(k) => evicted.push(k),
                 None => break,
             }
@@ -108,6 +108,16 @@ impl ReadPolicy for Clock {
     }
 
     slab_policy_accessors!();
+
+    fn evict_one(&mut self, evicted: &mut Vec<u64>) -> bool {
+        match self.pop_victim() {
+            Some(k) => {
+                evicted.push(k);
+                true
+            }
+            None => false,
+        }
+    }
 
     fn metadata_bytes(&self) -> usize {
         self.slab.heap_bytes()

@@ -145,6 +145,19 @@ pub trait ReadPolicy {
     /// Heap bytes held by the policy's metadata (arena, index, ghost lists), for the
     /// bytes-per-cached-block figure of the benchmark.
     fn metadata_bytes(&self) -> usize;
+
+    /// Evict one resident entry outside an insert, the one the policy's next insert would
+    /// evict first, appending its key to `evicted`; `false` (nothing changed) when nothing is
+    /// resident or the policy cannot (the default). A unified read/write cache uses it to give
+    /// a clean page's space to a dirty one (`cache/write/unified.rs`).
+    ///
+    /// Callee's obligations when it returns `true`: exactly one resident entry is gone (its
+    /// `used()` share freed, no ghost entry created), the policy's order for the remaining
+    /// entries is what it would be after the same eviction inside `insert`, and nothing is
+    /// allocated. Policies that implement it are listed by [`PolicySpec::evicts_one`].
+    fn evict_one(&mut self, _evicted: &mut Vec<u64>) -> bool {
+        false
+    }
 }
 
 /// Which policy to build, with its tunables. Filled from the `[cache]` table by
@@ -212,6 +225,14 @@ impl PolicySpec {
             _ => return None,
         })
     }
+
+    /// Whether the policy implements [`ReadPolicy::evict_one`] (a unified cache needs it).
+    pub fn evicts_one(&self) -> bool {
+        matches!(self, PolicySpec::Lru | PolicySpec::Fifo | PolicySpec::Clock)
+    }
+
+    /// Names of the policies that implement [`ReadPolicy::evict_one`].
+    pub const EVICTS_ONE: &'static [&'static str] = &["lru", "fifo", "clock"];
 
     /// Every accepted policy name, for error messages and docs.
     pub const NAMES: &'static [&'static str] = &[

@@ -82,6 +82,16 @@ impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
 
     slab_policy_accessors!();
 
+    fn evict_one(&mut self, evicted: &mut Vec<u64>) -> bool {
+        let Some(victim) = self.list.pop_back(self.slab.nodes()) else {
+            return false;
+        };
+        let e = self.slab.remove(victim);
+        self.used -= u64::from(e.size);
+        evicted.push(e.key);
+        true
+    }
+
     fn metadata_bytes(&self) -> usize {
         self.slab.heap_bytes()
     }

@@ -1,6 +1,6 @@
 //! The non-volatile write-back cache: pages grouped in write groups, a destage order
-//! (`order/`), a destage rate (`rate.rs`), the destage planner (`plan.rs`) and a backup hook
-//! (`backup.rs`).
+//! (`order/`), a destage rate (`rate.rs`), the destage planner (`plan.rs`), a backup hook
+//! (`backup.rs`) and the bound a unified read/write cache keeps (`unified.rs`).
 //!
 //! A page is one cache block (`workload.block_size`); a write group is `group_pages`
 //! consecutive pages, aligned (one RAID stripe by default, or k stripes). Each group present
@@ -31,6 +31,7 @@ mod proptests;
 pub mod rate;
 #[cfg(test)]
 mod tests;
+pub mod unified;
 pub mod water;
 
 pub use backup::{Backup, BackupIo, NoBackup};
@@ -57,6 +58,8 @@ pub struct WriteSpec {
     pub drain: bool,
     /// Whether `[cache]` (a read cache beside the write cache) was configured.
     pub read_cache: bool,
+    /// Read and write caches share one memory of `capacity_pages` (`unified.rs`).
+    pub unified: bool,
 }
 
 /// What the array is like, for the orders (STOW's disks and RAID-10 rule).
@@ -457,6 +460,11 @@ impl WriteCache {
         self.stats.destaged_pages += u64::from(d.pages);
         self.stats.full_destages += u64::from(u64::from(d.pages) == self.group_pages);
         Some(d)
+    }
+
+    /// First logical page of group `slot`.
+    pub fn group_first(&self, slot: u32) -> u64 {
+        self.groups.get(slot).key * self.group_pages
     }
 
     /// In-flight pages of group `slot` as a bitmap (bit `i` = page `first + i`).

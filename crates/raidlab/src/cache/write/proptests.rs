@@ -111,6 +111,7 @@ proptest! {
             seq_pages: 1,
             drain: true,
             read_cache: false,
+        unified: false,
         };
         let mut c = WriteCache::new(&spec, Backend { disks: 5, mirrored: order % 2 == 0 });
         let mut m = Model::default();

@@ -12,6 +12,7 @@ fn spec(order: OrderKind, rate: RateSpec) -> WriteSpec {
         seq_pages: 1,
         drain: true,
         read_cache: false,
+        unified: false,
     }
 }
 

@@ -3,11 +3,14 @@
 //!
 //! - **Physical** cache disk: one extra device of the run's disk model after the members and
 //!   hot spares; segment `s` lies at `s x segment` from sector 0, so consecutive segments are
-//!   written in log order.
+//!   written in log order. A triple RAPID-Cache has two such devices, one per backup: its
+//!   transfers number backup `k`'s segment `s` as `k x segments + s` (`cache/backup/triple.rs`),
+//!   which lands on extra device `k` at `s x segment`.
 //! - **Logical** cache disk: a partition at the end of every member (the members' usable space
 //!   shrinks by it, so user data never reaches it); segment `s` lies on member `s mod disks`
 //!   at `(s / disks) x segment` into the partition. Log writes bypass the array's parity and
-//!   compete with user and destage I/O at the members.
+//!   compete with user and destage I/O at the members. A triple RAPID-Cache's partition holds
+//!   both backups' segments (`2 x segments`, numbered as above), spread the same way.
 //!
 //! Log writes queue in the foreground class: a write waits for them when no segment buffer is
 //! free, so they are as urgent as user I/O. A write the backup cannot take waits in the write
@@ -35,8 +38,10 @@ struct Flight {
 
 pub(super) struct LogDisk {
     mode: CacheDisk,
-    /// The physical cache disk's device.
+    /// The (first) physical cache disk's device.
     device: usize,
+    /// Segments per physical cache disk (a triple's second disk holds the next ones).
+    disk_segments: u32,
     members: u32,
     /// Logical: first sector of the partition on every member.
     part_start_sectors: u64,
@@ -51,8 +56,8 @@ pub(super) struct LogDisk {
 
 /// Extra devices the backup needs (a physical cache disk).
 pub(super) fn extra_devices(exp: &Experiment) -> usize {
-    match &exp.backup {
-        Some(BackupSpec::Rapid(r)) if r.cache_disk == CacheDisk::Physical => 1,
+    match exp.backup.as_ref().and_then(BackupSpec::log_spec) {
+        Some((r, disks)) if r.cache_disk == CacheDisk::Physical => disks as usize,
         _ => 0,
     }
 }
@@ -123,7 +128,7 @@ impl LogDisk {
         members: u32,
         first_extra: usize,
     ) -> Result<Option<LogDisk>> {
-        let Some(BackupSpec::Rapid(r)) = &exp.backup else {
+        let Some((r, copies)) = exp.backup.as_ref().and_then(BackupSpec::log_spec) else {
             return Ok(None);
         };
         let page = u64::from(exp.workload.block_size);
@@ -133,7 +138,11 @@ impl LogDisk {
         match r.cache_disk {
             CacheDisk::Physical => {
                 let need = u64::from(r.segments) * segment_sectors;
-                let have = capacity_sectors[first_extra];
+                let have = capacity_sectors[first_extra..first_extra + copies as usize]
+                    .iter()
+                    .copied()
+                    .min()
+                    .unwrap_or(0);
                 if need > have {
                     return Err(Error::config(
                         "backup.disk_mib",
@@ -149,7 +158,7 @@ impl LogDisk {
                 part_start_sectors = carve_partition(
                     capacity_sectors,
                     members,
-                    r.segments,
+                    r.segments * copies,
                     segment_sectors,
                     "backup.disk_mib",
                 )?;
@@ -158,6 +167,7 @@ impl LogDisk {
         Ok(Some(LogDisk {
             mode: r.cache_disk,
             device: first_extra,
+            disk_segments: r.segments,
             members,
             part_start_sectors,
             segment_sectors,
@@ -166,7 +176,7 @@ impl LogDisk {
             free: Vec::new(),
             stall_from: None,
             m: BackupMetrics {
-                kind: "rapid",
+                kind: exp.backup.as_ref().map_or("rapid", BackupSpec::name),
                 cache_disk: r.cache_disk.name(),
                 ..BackupMetrics::default()
             },
@@ -185,14 +195,16 @@ impl Sim<'_> {
                 return Ok(());
             };
             let offset = match log.mode {
-                CacheDisk::Physical => u64::from(io.segment) * log.segment_sectors,
+                CacheDisk::Physical => {
+                    u64::from(io.segment % log.disk_segments) * log.segment_sectors
+                }
                 CacheDisk::Logical => {
                     log.part_start_sectors
                         + u64::from(io.segment / log.members) * log.segment_sectors
                 }
             };
             let dev = match log.mode {
-                CacheDisk::Physical => log.device,
+                CacheDisk::Physical => log.device + (io.segment / log.disk_segments) as usize,
                 CacheDisk::Logical => self.rebuild.dev_of(io.segment % log.members),
             };
             let flight = Flight {

@@ -5,7 +5,11 @@ use crate::config;
 use crate::engine::timed::run;
 use crate::metrics::TimedMetrics;
 
-fn timed(name: &str, lines: &[&str], tables: &str) -> crate::error::Result<TimedMetrics> {
+pub(super) fn timed(
+    name: &str,
+    lines: &[&str],
+    tables: &str,
+) -> crate::error::Result<TimedMetrics> {
     let dir = std::env::temp_dir().join(format!("raidlab-bk-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.mqsim.txt");
@@ -27,7 +31,7 @@ fn timed(name: &str, lines: &[&str], tables: &str) -> crate::error::Result<Timed
 }
 
 /// Four one-page writes at t = 0; 4 KiB pages.
-const FOUR: [&str; 4] = ["0 0 0 8 0", "0 0 8 8 0", "0 0 16 8 0", "0 0 24 8 0"];
+pub(super) const FOUR: [&str; 4] = ["0 0 0 8 0", "0 0 8 8 0", "0 0 16 8 0", "0 0 24 8 0"];
 
 #[test]
 fn a_write_waits_while_no_segment_buffer_is_free() {

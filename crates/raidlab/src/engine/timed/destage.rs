@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Owner, Sim};
+use super::{unified, Owner, Sim};
 use crate::array::{DiskOp, Level, Plan};
 use crate::cache::write::plan::{plan_destage, RowKinds};
 use crate::cache::write::{Backend, WriteCache, WriteSpec};
@@ -209,7 +209,16 @@ impl Sim<'_> {
         let mut next = first;
         let end = first + count;
         if wb.waiting.is_empty() {
-            while next < end && wb.cache.backup().can_accept(next) && wb.cache.write(next).is_some()
+            while next < end
+                && wb.cache.backup().can_accept(next)
+                && unified::room_for_write(
+                    &mut self.unified,
+                    self.policy.as_mut(),
+                    &wb.cache,
+                    &mut self.evicted,
+                    next,
+                )
+                && wb.cache.write(next).is_some()
             {
                 next += 1;
             }
@@ -326,9 +335,12 @@ impl Sim<'_> {
         // The destage is complete: free its pages and admit waiting writes.
         let group = f.group;
         wb.integrate(now);
+        self.unified_destaging(group);
+        let wb = self.wb.as_mut().expect("present");
         let freed = wb.cache.finish_destage(group);
         wb.row_destaged += u64::from(freed);
         wb.free.push(id);
+        self.unified_destaged();
         self.admit_waiting(now)?;
         self.pump(now)
     }
@@ -343,6 +355,13 @@ impl Sim<'_> {
             };
             while w.next < w.end
                 && wb.cache.backup().can_accept(w.next)
+                && unified::room_for_write(
+                    &mut self.unified,
+                    self.policy.as_mut(),
+                    &wb.cache,
+                    &mut self.evicted,
+                    w.next,
+                )
                 && wb.cache.write(w.next).is_some()
             {
                 w.next += 1;

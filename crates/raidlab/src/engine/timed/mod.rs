@@ -32,7 +32,10 @@ mod rebuild_tests;
 mod sample;
 #[cfg(test)]
 mod tests;
+mod unified;
 mod user;
+#[cfg(test)]
+mod variants_tests;
 
 use std::time::Instant;
 
@@ -112,6 +115,8 @@ struct Sim<'e> {
     log: Option<backup::LogDisk>,
     /// Failures of the write cache's copies (`fail_cache` events, `cachefail.rs`).
     cf: Option<cachefail::CacheFail>,
+    /// The bound of a unified read/write cache (`write_cache.unified`, `unified.rs`).
+    unified: Option<crate::cache::write::unified::Unified>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -225,6 +230,7 @@ impl<'e> Sim<'e> {
             wb: WriteBack::new(exp, spec, disks)?,
             log,
             cf,
+            unified: unified::build(exp),
         })
     }
 
@@ -429,6 +435,7 @@ impl<'e> Sim<'e> {
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));
         self.backup_metrics(end);
         self.cache_fail_metrics(end);
+        self.unified_metrics();
         self.sampler
             .finish(end, &mut self.devices, self.outstanding, &mut self.m.series);
         self.m.ramp = self.sampler.ramp_points();

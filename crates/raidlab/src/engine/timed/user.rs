@@ -3,7 +3,7 @@
 //! when its last operation does (see `mod.rs` for the simplifications).
 
 use super::rebuild::Owner;
-use super::{Sim, Slot};
+use super::{unified, Sim, Slot};
 use crate::array::{DiskOp, Plan};
 use crate::cache::read::{Access, MissCost, UniformCost};
 use crate::config::{Driver, Writes};
@@ -169,7 +169,16 @@ impl<'e> Sim<'e> {
             }
             if read_cache {
                 self.evicted.clear();
-                self.policy.insert(&acc, &mut self.evicted);
+                // A unified cache caches the page only where dirty pages leave room.
+                let wc = self.wb.as_ref().map(|wb| &wb.cache);
+                if unified::room_for_read(
+                    &self.unified,
+                    self.policy.as_mut(),
+                    wc,
+                    &mut self.evicted,
+                ) {
+                    self.policy.insert(&acc, &mut self.evicted);
+                }
                 m.evictions += self.evicted.len() as u64;
             }
         }
