@@ -122,6 +122,10 @@ def event(what: str, extra: str = "") -> str:
         (WC + "[backup]\n" + event("nvram"), "events[0].fail_cache"),
         (WC + event("primary", "fail = 0\n"), "events[0].fail_cache"),
         (WC + "[backup]\n" + event("backup") + event("backup"), "events[1].fail_cache"),
+        # A data disk failing under a logical cache disk (its log segments would stay counted).
+        (WC + '[backup]\ncache_disk = "logical"\n[[events]]\nat_s = 0.01\nfail = 1\n', "events[0].fail"),
+        # Not modelled for the triple RAPID-Cache.
+        (WC + '[backup]\nkind = "triple"\n' + event("primary"), "events[0].fail_cache"),
     ],
 )
 def test_bad_cache_failure_exits_2_naming_the_key(

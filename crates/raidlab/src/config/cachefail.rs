@@ -47,7 +47,19 @@ pub(super) fn check_events(
     };
     let mut backup_failed: Option<usize> = None;
     let mut disk_failed: Option<usize> = None;
+    let logical = backup
+        .and_then(BackupSpec::log_spec)
+        .is_some_and(|(r, _)| r.cache_disk == CacheDisk::Logical);
     for (i, e) in timed.events.iter().enumerate() {
+        if logical && matches!(e.action, Action::Fail(_)) {
+            // The failed member's log segments would silently keep counting as backup
+            // copies; until they are retired and their pages re-protected, refuse the run.
+            return Err(Error::config(
+                format!("events[{i}].fail"),
+                "a data-disk failure under a logical cache disk (which loses that disk's log \
+                 segments) is not modelled yet; use cache_disk = \"physical\" or kind = \"dual\"",
+            ));
+        }
         let Action::FailCache(what) = e.action else {
             continue;
         };
@@ -104,7 +116,7 @@ pub(super) fn check_events(
                     return Err(Error::config(
                         key,
                         "a logical cache disk is a partition of the data disks and fails with \
-                         them: use a `fail = disk` event, or cache_disk = \"physical\"",
+                         them (not modelled yet); use cache_disk = \"physical\"",
                     ));
                 }
                 if !has_array {
