@@ -125,19 +125,27 @@ def store_throughput(out: Path | str, limit_ms: float = 20.0) -> Throughput:
     # size, architecture and workload, the one swept over the most request rates (Table 4's).
     keys = [c for c in ("backup.nvram_kib", "backup.segment_kib", "backup.segment_buffers", "backup.disk_mib") if c in frame.columns]
     frame["curve"] = [repr(tuple(v)) for v in frame[keys].itertuples(index=False)] if keys else ""
-    out_map: Throughput = {}
-    best: dict[tuple[float, str, str, str], int] = {}
+    chosen: dict[tuple[float, str, str, str], dict[float, float]] = {}
     for (write_mb, arch, wl, _curve), g in frame.groupby(["write_mb", "arch", workload, "curve"], sort=True):
         kind, cache_disk = str(arch).split("|")
-        key = (float(write_mb), kind, cache_disk)
-        rates = g.sort_values(rapid.RATE)
-        n = int(rates[rapid.RATE].nunique())
-        if n <= best.get((*key, str(wl)), 0):
+        key = (float(write_mb), kind, cache_disk, str(wl))
+        curve = {float(r): float(m) for r, m in zip(g[rapid.RATE], g["latency_mean_ms"])}
+        if len(curve) > len(chosen.get(key, {})):
+            chosen[key] = curve
+    # Compare architectures at the same rates: a curve swept more finely (one shared with
+    # another experiment) would otherwise find its knee more precisely than the others.
+    common: dict[tuple[float, str], set[float]] = {}
+    for (write_mb, _kind, _disk, wl), curve in chosen.items():
+        have = common.get((write_mb, wl))
+        common[(write_mb, wl)] = set(curve) if have is None else have & set(curve)
+    out_map: Throughput = {}
+    for (write_mb, kind, cache_disk, wl), curve in chosen.items():
+        rates = sorted(common[(write_mb, wl)])
+        if not rates:
             continue
-        best[(*key, str(wl))] = n
-        ms = [float(m) for m in rates["latency_mean_ms"]]
-        value = rapid.crossing([float(r) for r in rates[rapid.RATE]], ms, limit_ms)
-        out_map.setdefault(key, {})[str(wl)] = {"iops": value, "knee": max(ms) >= limit_ms}
+        ms = [curve[r] for r in rates]
+        value = rapid.crossing(rates, ms, limit_ms)
+        out_map.setdefault((write_mb, kind, cache_disk), {})[wl] = {"iops": value, "knee": max(ms) >= limit_ms}
     return out_map
 
 
