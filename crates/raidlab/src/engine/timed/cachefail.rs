@@ -67,7 +67,7 @@ impl CacheFail {
             .events
             .iter()
             .any(|e| matches!(e.action, Action::Fail(_)));
-        if !any && !(logical && member_fails) {
+        if !(any || (logical && member_fails)) {
             return Ok(None);
         }
         let fallback_start_sectors = match (disk_event, &exp.backup) {
