@@ -295,3 +295,52 @@ fn a_member_failing_under_a_log_write_drops_it_and_writes_it_elsewhere() {
     // Page 5 waited for the rewritten buffer: acknowledged at 2.7 ms.
     assert!(m.write_latency.max_ns() > 2_500_000);
 }
+
+#[test]
+fn a_fallback_skips_a_data_disk_that_failed_before() {
+    // Data disk 1 fails at 0.1 ms, while the log is still on the physical cache disk; the
+    // cache disk fails at 2 ms (pages 0, 1 exposed, page 2 in the buffer, 3 in the LRU). The
+    // log falls back to the data disks, skipping disk 1: pages 2 and 0 are written as segment
+    // 0 on disk 0 (2 to 3 ms), then page 1 goes to segment 2 on disk 2, not 1; a write at
+    // 10 ms fills it (page 3 evicted from the LRU) and it is written there.
+    let mut lines = FOUR.to_vec();
+    lines.push("10000000 0 32 8 0");
+    let m = timed(
+        "fallback",
+        &lines,
+        &format!(
+            "{RAID5}{RAPID}[[events]]\nat_s = 0.0001\nfail = 1\n{}",
+            event(0.002, "cache_disk")
+        ),
+    )
+    .unwrap();
+    let f = failures(&m);
+    assert_eq!((f.log_member_failures, f.cache_disk_failures), (0, 1));
+    assert_eq!((f.unprotected_pages, f.unprotected_ns_max), (2, 1_000_000));
+    assert_eq!(m.disks[1].ops, 0);
+    // Log writes: segment 0 on the cache disk, then segments 0 and 2 on disks 0 and 2.
+    assert_eq!((backup(&m).stats.log_writes, f.lost_pages), (3, 0));
+}
+
+#[test]
+fn a_member_failing_during_a_recovery_loses_its_segments_pages() {
+    // As above; the primary fails at 2.25 ms: page 6 (LRU) and the buffer being written (4, 5)
+    // come back at once, segments 0 (member 0) and 1 (member 1) are read from 2.25 ms. Member
+    // 1 fails at 2.5 ms: its read is lost and so are pages 2, 3; the recovery ends with
+    // segment 0's read at 3.25 ms.
+    let tables = format!(
+        "{LOGICAL4}{}[[events]]\nat_s = 0.0025\nfail = 1\n",
+        event(0.00225, "primary")
+    );
+    let m = timed_group("member4", &TWELVE, ROW, &tables).unwrap();
+    let f = failures(&m);
+    assert_eq!((f.recovered_pages, f.recovery_reads), (7, 2));
+    assert_eq!(
+        (f.lost_pages, f.lost_log_ios, f.log_member_failures),
+        (2, 1, 1)
+    );
+    assert_eq!(f.recovery_ns_max, 1_000_000);
+    // Member 1: segment 1's log write and the lost read.
+    assert_eq!(m.disks[1].ops, 2);
+    assert_eq!(m.write_cache.as_ref().unwrap().stats.destaged_pages, 10);
+}
