@@ -28,7 +28,8 @@ pub struct CacheFailMetrics {
     pub unprotected_ns_max: u64,
     /// Primary-cache pages lent to a failed backup NVRAM.
     pub borrowed_pages: u64,
-    /// Cache-disk transfers in flight when the disk failed (their data is written again).
+    /// Cache-disk transfers in flight when the disk (or, logical, its member) failed: writes
+    /// (their data is written again) and recovery reads.
     pub lost_log_ios: u64,
     /// Data disks that failed under a logical cache disk (their log segments retired).
     pub log_member_failures: u64,

@@ -17,6 +17,10 @@
 //!   its copy has one again (re-protected into a segment buffer, or destaged). A cache-disk
 //!   failure during a primary recovery loses every page that was on the disk (counted
 //!   conservatively: segments already read back are not credited).
+//! - **data disk** (`fail = d`) while RAPID logs to a logical cache disk (configured, or after
+//!   the fallback above): the member's log segments are retired and their pages re-protected
+//!   as after a cache-disk failure (`cache/backup/rapid/member.rs`); its log transfers in
+//!   flight are dropped. Scheduled as an engine event like the `fail_cache` ones.
 
 use super::events::Kind;
 use super::Sim;
@@ -42,7 +46,8 @@ pub(super) struct CacheFail {
 }
 
 impl CacheFail {
-    /// The failure state of a run with `fail_cache` events (`None` without). Reserves the
+    /// The failure state of a run with `fail_cache` events, or with data-disk failures under
+    /// a logical RAPID cache disk (`None` without). Reserves the
     /// fallback partition on the members when a cache-disk failure is configured.
     pub(super) fn new(
         exp: &Experiment,
