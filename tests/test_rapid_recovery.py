@@ -88,6 +88,25 @@ def test_a_primary_failure_after_the_mirror_failed_loses_the_dirty_pages() -> No
     assert m["bk_lost_pages"] <= m["bk_unprotected_pages"] + 50
 
 
+def test_a_failed_data_disk_under_a_logical_cache_disk_is_skipped() -> None:
+    t = trees()["logical"]
+    t["events"] = [{"at_s": 5.0, "fail": 3}]
+    plain = copy.deepcopy(t)
+    del plain["events"]
+    failed, ok = run([t, plain])
+    # RAPID skips the disk: the pages whose copy was in its log segments are copied again from
+    # the primary, and nothing is lost.
+    assert failed["bk_log_member_failures"] == 1
+    assert failed["bk_unprotected_pages"] > 0 and failed["bk_lost_pages"] == 0
+    assert 0.0 < failed["bk_unprotected_s"] < 10.0
+    assert "bk_log_member_failures" not in ok
+    # A primary failure 0.1 ms later loses some of them: those still exposed.
+    t["events"].append({"at_s": 5.0001, "fail_cache": "primary"})
+    (both,) = run([t])
+    assert 0 < both["bk_lost_pages"] <= both["bk_unprotected_pages"]
+    assert both["bk_recovered_pages"] > 0
+
+
 BASE = """[workload]
 ops = "all"
 block_size = 8192
@@ -122,8 +141,11 @@ def event(what: str, extra: str = "") -> str:
         (WC + "[backup]\n" + event("nvram"), "events[0].fail_cache"),
         (WC + event("primary", "fail = 0\n"), "events[0].fail_cache"),
         (WC + "[backup]\n" + event("backup") + event("backup"), "events[1].fail_cache"),
-        # A data disk failing under a logical cache disk (its log segments would stay counted).
-        (WC + '[backup]\ncache_disk = "logical"\n[[events]]\nat_s = 0.01\nfail = 1\n', "events[0].fail"),
+        # A data disk failing under the triple RAPID-Cache's logical cache disks (not modelled).
+        (
+            WC + '[backup]\nkind = "triple"\ncache_disk = "logical"\n[[events]]\nat_s = 0.01\nfail = 1\n',
+            "events[0].fail",
+        ),
         # Not modelled for the triple RAPID-Cache.
         (WC + '[backup]\nkind = "triple"\n' + event("primary"), "events[0].fail_cache"),
     ],

@@ -28,14 +28,17 @@ pub struct CacheFailMetrics {
     pub unprotected_ns_max: u64,
     /// Primary-cache pages lent to a failed backup NVRAM.
     pub borrowed_pages: u64,
-    /// Cache-disk transfers in flight when the disk failed (their data is written again).
+    /// Cache-disk transfers in flight when the disk (or, logical, its member) failed: writes
+    /// (their data is written again) and recovery reads.
     pub lost_log_ios: u64,
+    /// Data disks that failed under a logical cache disk (their log segments retired).
+    pub log_member_failures: u64,
 }
 
 impl CacheFailMetrics {
     /// Add the failure `bk_*` keys to a flat record.
     pub fn put(&self, m: &mut Map<String, Value>) {
-        let pairs: [(&str, Value); 14] = [
+        let pairs: [(&str, Value); 15] = [
             ("bk_primary_failures", json!(self.primary_failures)),
             ("bk_backup_failures", json!(self.backup_failures)),
             ("bk_cache_disk_failures", json!(self.cache_disk_failures)),
@@ -55,6 +58,7 @@ impl CacheFailMetrics {
             ),
             ("bk_borrowed_pages", json!(self.borrowed_pages)),
             ("bk_lost_log_ios", json!(self.lost_log_ios)),
+            ("bk_log_member_failures", json!(self.log_member_failures)),
             (
                 "bk_failures",
                 json!(self.primary_failures + self.backup_failures + self.cache_disk_failures),

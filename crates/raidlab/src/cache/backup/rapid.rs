@@ -34,6 +34,7 @@ use crate::cache::read::slab::{impl_slot, Slab};
 use crate::cache::write::backup::destaged_pages;
 use crate::cache::write::{Backup, BackupIo};
 
+mod member;
 mod recover;
 
 /// `Entry::seg` of a page in the NVRAM LRU.
@@ -176,18 +177,23 @@ impl Rapid {
         e.slot = slot;
         if self.segs.is_full(seg) {
             let b = self.current.take().expect("filling a current buffer");
-            self.bufs[b as usize] = Buf::Writing(seg);
-            self.segs.start_write(seg);
-            let blocks = self.segs.slots();
-            self.queue.push_back(BackupIo {
-                segment: seg,
-                blocks,
-                read: false,
-                tag: b,
-            });
-            self.stats.log_writes += 1;
-            self.stats.log_pages += u64::from(blocks);
+            self.write_buffer(b as usize, seg);
         }
+    }
+
+    /// Queue buffer `b`'s write of segment `seg` (the slots filled so far).
+    fn write_buffer(&mut self, b: usize, seg: u32) {
+        self.bufs[b] = Buf::Writing(seg);
+        self.segs.start_write(seg);
+        let blocks = self.segs.used(seg);
+        self.queue.push_back(BackupIo {
+            segment: seg,
+            blocks,
+            read: false,
+            tag: b as u32,
+        });
+        self.stats.log_writes += 1;
+        self.stats.log_pages += u64::from(blocks);
     }
 
     /// Collect garbage if free segments are short and no collection runs.
@@ -349,7 +355,11 @@ impl Backup for Rapid {
             debug_assert_eq!(target, io.segment);
             self.segs.written(target);
             for i in 0..self.gc_victims.len() {
-                self.segs.reclaimed(self.gc_victims[i]);
+                let v = self.gc_victims[i];
+                // A victim on a data disk that failed meanwhile stays retired.
+                if self.segs.state(v) == SegState::Reclaiming {
+                    self.segs.reclaimed(v);
+                }
             }
             self.gc_victims.clear();
         } else {
@@ -388,6 +398,10 @@ impl Backup for Rapid {
             CacheFailure::Backup => self.nvram_failed(),
             CacheFailure::CacheDisk => self.disk_failed(),
         }
+    }
+
+    fn log_member_failed(&mut self, member: u32, members: u32, reprotect: bool) -> Exposure {
+        self.member_failed(member, members, reprotect)
     }
 
     fn unprotected(&self) -> u64 {

@@ -1,5 +1,5 @@
 //! Cache failures on random streams: after any single failure (primary, backup memory, cache
-//! disk) at a random point and the recovery, no acknowledged write is lost and the backup's
+//! disk, one data disk of a logical cache disk) at a random point and the recovery, no acknowledged write is lost and the backup's
 //! invariants hold; and a worked example of a recovery during garbage collection.
 
 use std::collections::HashSet;
@@ -19,6 +19,8 @@ struct Harness {
     flights: Vec<(u32, u64)>,
     log: Vec<BackupIo>,
     pending: HashSet<u64>,
+    /// A failed member of a logical cache disk, and the members: no transfer may go to it.
+    dead: Option<(u32, u32)>,
 }
 
 impl Harness {
@@ -62,8 +64,19 @@ impl Harness {
 
     fn take_ios(&mut self) {
         while let Some(w) = self.c.backup_mut().next_io() {
+            if let Some((m, n)) = self.dead {
+                assert_ne!(w.segment % n, m, "a log transfer to the failed member");
+            }
             self.log.push(w);
         }
+    }
+
+    /// Member `m` of `n` fails: its transfers in flight are lost, its segments retired.
+    fn fail_member(&mut self, m: u32, n: u32) -> u64 {
+        self.take_ios();
+        self.log.retain(|w| w.segment % n != m);
+        self.dead = Some((m, n));
+        self.c.backup_mut().log_member_failed(m, n, true).pages
     }
 
     /// Every acknowledged page is still in the cache, and the backup is consistent with it
@@ -89,25 +102,31 @@ proptest! {
         after in proptest::collection::vec(step(), 0..200),
         rapid in any::<bool>(),
         lru in any::<bool>(),
-        kind in 0u8..3,
+        kind in 0u8..4,
+        member in 0u32..4,
+        members in 2u32..5,
     ) {
         let backup = if rapid {
             BackupSpec::Rapid(spec(2, 40, 4))
         } else {
             BackupSpec::Dual
         };
+        // Kind 3: data disk `member` of `members` under a logical cache disk (RAPID only).
+        let member_lost = kind == 3 && rapid;
         let failure = match kind {
             0 => CacheFailure::Primary,
             1 => CacheFailure::Backup,
-            _ if rapid => CacheFailure::CacheDisk,
+            2 if rapid => CacheFailure::CacheDisk,
             _ => CacheFailure::Primary,
         };
+        let member = member % members;
         let order = if lru { OrderKind::Lrw } else { OrderKind::Wow };
         let mut h = Harness {
             c: cache(&backup, order),
             flights: Vec::new(),
             log: Vec::new(),
             pending: HashSet::new(),
+            dead: None,
         };
         for s in &before {
             h.step(s);
@@ -117,6 +136,10 @@ proptest! {
         h.c.dirty_pages(&mut dirty_before);
         let held = (0..PAGES).filter(|&l| h.c.holds(l)).count() as u64;
         match failure {
+            _ if member_lost => {
+                let exposed = h.fail_member(member, members);
+                prop_assert!(h.c.backup().unprotected() <= exposed);
+            }
             CacheFailure::Primary => {
                 prop_assert_eq!(h.c.discard_lost(), 0);
                 let r = h.c.backup_mut().primary_failed();
@@ -161,25 +184,34 @@ proptest! {
         h.check(mirrored, &[])?;
     }
 
-    /// A cache-disk failure, then a primary failure at a random point: exactly the dirty
-    /// pages whose only other copy was on the lost disk and not yet re-protected are lost.
+    /// A cache-disk (or logical cache disk member) failure, then a primary failure at a random
+    /// point: exactly the dirty pages whose only other copy was on the lost disk and not yet
+    /// re-protected are lost.
     #[test]
     fn a_primary_failure_after_a_cache_disk_failure_loses_only_exposed_pages(
         before in proptest::collection::vec(step(), 1..300),
         after in proptest::collection::vec(step(), 0..100),
+        member_lost in any::<bool>(),
+        member in 0u32..4,
     ) {
         let mut h = Harness {
             c: cache(&BackupSpec::Rapid(spec(2, 40, 4)), OrderKind::Lrw),
             flights: Vec::new(),
             log: Vec::new(),
             pending: HashSet::new(),
+            dead: None,
         };
         for s in &before {
             h.step(s);
         }
-        h.take_ios();
-        h.log.clear();
-        h.c.backup_mut().backup_failed(CacheFailure::CacheDisk);
+        if member_lost {
+            // Or one data disk (of 4) under a logical cache disk.
+            h.fail_member(member, 4);
+        } else {
+            h.take_ios();
+            h.log.clear();
+            h.c.backup_mut().backup_failed(CacheFailure::CacheDisk);
+        }
         for s in &after {
             h.step(s);
         }
@@ -240,4 +272,49 @@ fn a_recovery_during_garbage_collection_reads_the_target_segment() {
     r.io_done(gc_write);
     assert_eq!(r.stats().disk_reads, 3);
     assert_eq!(r.check(), Ok(()));
+}
+
+#[test]
+fn a_failed_member_s_segments_are_retired_and_never_allocated_again() {
+    // A 2-page LRU and one 2-page buffer; 8 segments over 4 members. Segment 0 (pages 0, 1)
+    // and segment 1 (2, 3) are on disk, 4 and 5 in the LRU. Member 1 fails: segments 1 and
+    // 5 are retired, pages 2 and 3 exposed and copied again at once into segment 2.
+    // Collections start below 3 free segments.
+    let mut r = Rapid::new(&spec(1, 8, 3), 64);
+    for lba in 0..6 {
+        r.on_write(lba, false);
+        while let Some(w) = r.next_io() {
+            r.io_done(w);
+        }
+    }
+    assert_eq!(r.location(2), Some(Some(1)));
+    let e = r.log_member_failed(1, 4, true);
+    assert_eq!((e.pages, r.unprotected(), r.reprotected()), (2, 0, 2));
+    assert_eq!(r.retired_segments(), 2);
+    assert_eq!(r.segments().state(5), SegState::Retired);
+    assert_eq!(r.location(2), Some(Some(2)));
+    // From now on no transfer goes to member 1, through wrap-around and collections.
+    for lba in 6..200 {
+        if !r.can_accept(lba % 12) {
+            r.on_destage(lba % 12, &[1], &[0]);
+            continue;
+        }
+        r.on_write(lba % 12, false);
+        while let Some(w) = r.next_io() {
+            assert_ne!(
+                w.segment % 4,
+                1,
+                "segment {} on the failed member",
+                w.segment
+            );
+            r.io_done(w);
+        }
+        if lba % 3 == 0 {
+            r.on_destage((lba * 7) % 12, &[1], &[0]);
+        }
+        assert_eq!(r.check(), Ok(()));
+    }
+    assert_eq!(r.retired_segments(), 2);
+    // The log wrapped around the table many times and collections ran.
+    assert_eq!((r.stats().log_writes, r.stats().gc_runs), (78, 29));
 }

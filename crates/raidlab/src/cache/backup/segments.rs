@@ -8,7 +8,7 @@
 //! dedicated cache disk sees mostly sequential large writes.
 //!
 //! INVARIANT (`check`): a segment's valid count equals the non-empty entries of its slot map;
-//! a free segment has none.
+//! a free or retired segment has none.
 
 /// Slot map entry of a slot without a valid page.
 pub const EMPTY_SLOT: u64 = u64::MAX;
@@ -25,6 +25,9 @@ pub enum SegState {
     /// Its live pages were copied by a GC whose write is in flight; free when it completes
     /// (until then the old copies on disk are still the backup).
     Reclaiming,
+    /// On a data disk that failed under a logical cache disk: never allocated again, and
+    /// neither a collection's target nor its victim (`rapid/member.rs`).
+    Retired,
 }
 
 pub struct Segments {
@@ -199,6 +202,28 @@ impl Segments {
         self.release(seg);
     }
 
+    /// Take `seg` out of service for good (its disk failed): its slots are emptied (the
+    /// caller has dealt with the pages they held) and it is never allocated again.
+    pub fn retire(&mut self, seg: u32) {
+        let s = seg as usize;
+        if self.state[s] == SegState::Free {
+            self.free -= 1;
+        }
+        let base = s * self.slots as usize;
+        self.map[base..base + self.slots as usize].fill(EMPTY_SLOT);
+        self.valid[s] = 0;
+        self.used[s] = 0;
+        self.state[s] = SegState::Retired;
+    }
+
+    /// Segments retired so far (tests).
+    pub fn retired(&self) -> u32 {
+        self.state
+            .iter()
+            .filter(|&&st| st == SegState::Retired)
+            .count() as u32
+    }
+
     /// Valid counts against slot maps, and the free count (tests).
     pub fn check(&self) -> Result<(), String> {
         let mut free = 0;
@@ -214,11 +239,12 @@ impl Segments {
                     self.valid[s as usize]
                 ));
             }
-            if self.state[s as usize] == SegState::Free {
-                free += 1;
-                if live != 0 {
-                    return Err(format!("free segment {s} maps {live} slots"));
+            match self.state[s as usize] {
+                SegState::Free | SegState::Retired if live != 0 => {
+                    return Err(format!("free or retired segment {s} maps {live} slots"));
                 }
+                SegState::Free => free += 1,
+                _ => {}
             }
         }
         if free != self.free {

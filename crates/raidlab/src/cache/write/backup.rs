@@ -69,6 +69,13 @@ pub trait Backup {
     fn backup_failed(&mut self, _what: CacheFailure) -> Exposure {
         Exposure::default()
     }
+    /// Data disk `member` of `members` failed while the backup logs to a logical cache disk
+    /// (segment `s` on member `s mod members`): its segments are gone for good. `reprotect`:
+    /// the primary can be read to copy the pages that lost their copy again (false while it
+    /// is being recovered).
+    fn log_member_failed(&mut self, _member: u32, _members: u32, _reprotect: bool) -> Exposure {
+        Exposure::default()
+    }
     /// Pages that lost their backup copy in a backup failure and have none yet.
     fn unprotected(&self) -> u64 {
         0

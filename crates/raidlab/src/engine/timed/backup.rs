@@ -43,6 +43,8 @@ pub(super) struct LogDisk {
     /// Segments per physical cache disk (a triple's second disk holds the next ones).
     disk_segments: u32,
     members: u32,
+    /// Members that failed: no log transfer goes to them (`cachefail.rs`).
+    dead: Vec<bool>,
     /// Logical: first sector of the partition on every member.
     part_start_sectors: u64,
     segment_sectors: u64,
@@ -102,22 +104,59 @@ pub(super) fn carve_partition(
     Ok(start)
 }
 
+/// Whether each flight slot holds a transfer in flight (not in the free list).
+fn in_flight(flights: usize, free: &[u32]) -> Vec<bool> {
+    let mut live = vec![true; flights];
+    for &i in free {
+        live[i as usize] = false;
+    }
+    live
+}
+
 impl LogDisk {
     /// The physical cache disk failed: log to the partition at `part_start_sectors` of every
     /// member from now on. Transfers in flight on the lost disk complete as lost (the backup
     /// writes their data again); returns how many there were.
     pub(super) fn fail_physical(&mut self, part_start_sectors: u64) -> u64 {
         debug_assert_eq!(self.mode, CacheDisk::Physical);
-        let mut lost = vec![true; self.flights.len()];
-        for &i in &self.free {
-            lost[i as usize] = false;
-        }
-        for (f, &l) in self.flights.iter_mut().zip(&lost) {
-            f.lost = l;
+        let mut lost = 0;
+        let live = in_flight(self.flights.len(), &self.free);
+        for (f, live) in self.flights.iter_mut().zip(live) {
+            f.lost |= live;
+            lost += u64::from(live);
         }
         self.mode = CacheDisk::Logical;
         self.part_start_sectors = part_start_sectors;
-        lost.iter().filter(|&&l| l).count() as u64
+        lost
+    }
+
+    /// Data disk `member` failed. Under a logical cache disk its transfers in flight complete
+    /// as lost: returns the members and the lost writes and reads (`None` while the cache
+    /// disk is physical: the member is remembered for a later fallback, [`LogDisk::dead`]).
+    pub(super) fn fail_member(&mut self, member: u32) -> Option<(u32, u64, u32)> {
+        self.dead[member as usize] = true;
+        if self.mode != CacheDisk::Logical {
+            return None;
+        }
+        let (mut writes, mut reads) = (0, 0);
+        let live = in_flight(self.flights.len(), &self.free);
+        for (f, live) in self.flights.iter_mut().zip(live) {
+            if live && !f.lost && f.io.segment % self.members == member {
+                f.lost = true;
+                writes += u64::from(!f.io.read);
+                reads += u32::from(f.io.read);
+            }
+        }
+        Some((self.members, writes, reads))
+    }
+
+    pub(super) fn members(&self) -> u32 {
+        self.members
+    }
+
+    /// Members that failed so far.
+    pub(super) fn dead(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.members).filter(|&m| self.dead[m as usize])
     }
 
     /// The cache disk of `exp`'s backup, if it has one. `capacity_sectors` holds every
@@ -169,6 +208,7 @@ impl LogDisk {
             device: first_extra,
             disk_segments: r.segments,
             members,
+            dead: vec![false; members as usize],
             part_start_sectors,
             segment_sectors,
             sectors_per_page,
@@ -205,7 +245,13 @@ impl Sim<'_> {
             };
             let dev = match log.mode {
                 CacheDisk::Physical => log.device + (io.segment / log.disk_segments) as usize,
-                CacheDisk::Logical => self.rebuild.dev_of(io.segment % log.members),
+                CacheDisk::Logical => {
+                    debug_assert!(
+                        !log.dead[(io.segment % log.members) as usize],
+                        "a log transfer to a failed member"
+                    );
+                    self.rebuild.dev_of(io.segment % log.members)
+                }
             };
             let flight = Flight {
                 io,

@@ -17,10 +17,14 @@
 //!   its copy has one again (re-protected into a segment buffer, or destaged). A cache-disk
 //!   failure during a primary recovery loses every page that was on the disk (counted
 //!   conservatively: segments already read back are not credited).
+//! - **data disk** (`fail = d`) while RAPID logs to a logical cache disk (configured, or after
+//!   the fallback above): the member's log segments are retired and their pages re-protected
+//!   as after a cache-disk failure (`cache/backup/rapid/member.rs`); its log transfers in
+//!   flight are dropped. Scheduled as an engine event like the `fail_cache` ones.
 
 use super::events::Kind;
 use super::Sim;
-use crate::cache::backup::{BackupSpec, CacheFailure};
+use crate::cache::backup::{BackupSpec, CacheDisk, CacheFailure};
 use crate::cache::write::BackupIo;
 use crate::config::{Action, Experiment, TimedSpec};
 use crate::disk::SECTOR_BYTES;
@@ -42,7 +46,8 @@ pub(super) struct CacheFail {
 }
 
 impl CacheFail {
-    /// The failure state of a run with `fail_cache` events (`None` without). Reserves the
+    /// The failure state of a run with `fail_cache` events, or with data-disk failures under
+    /// a logical RAPID cache disk (`None` without). Reserves the
     /// fallback partition on the members when a cache-disk failure is configured.
     pub(super) fn new(
         exp: &Experiment,
@@ -60,7 +65,14 @@ impl CacheFail {
                 }
             }
         }
-        if !any {
+        // A data-disk failure loses the log segments of a logical cache disk.
+        let logical =
+            matches!(&exp.backup, Some(BackupSpec::Rapid(r)) if r.cache_disk == CacheDisk::Logical);
+        let member_fails = spec
+            .events
+            .iter()
+            .any(|e| matches!(e.action, Action::Fail(_)));
+        if !(any || (logical && member_fails)) {
             return Ok(None);
         }
         let fallback_start_sectors = match (disk_event, &exp.backup) {
@@ -88,10 +100,15 @@ impl CacheFail {
 }
 
 impl Sim<'_> {
-    /// Schedule the `fail_cache` events as engine events (they issue I/O).
+    /// Schedule the `fail_cache` events, and data-disk failures under a cache disk, as engine
+    /// events (they issue I/O).
     pub(super) fn schedule_cache_failures(&mut self) {
         for (i, ev) in self.spec.events.iter().enumerate() {
-            if let Action::FailCache(_) = ev.action {
+            // A data-disk failure under a logical cache disk (now or after a fallback) loses
+            // its log segments: handled at its time, after the array took the disk out.
+            let log_member =
+                matches!(ev.action, Action::Fail(_)) && self.log.is_some() && self.cf.is_some();
+            if matches!(ev.action, Action::FailCache(_)) || log_member {
                 self.events.push(ev.at_ns, Kind::CacheFail, i as u32, 0);
             }
         }
@@ -99,8 +116,10 @@ impl Sim<'_> {
 
     /// The `fail_cache` event `index` fires.
     pub(super) fn cache_fail_event(&mut self, now: u64, index: u32) -> Result<()> {
-        let Action::FailCache(what) = self.spec.events[index as usize].action else {
-            unreachable!("only fail_cache events are scheduled as CacheFail");
+        let what = match self.spec.events[index as usize].action {
+            Action::FailCache(what) => what,
+            Action::Fail(disk) => return self.log_member_failed(now, disk),
+            Action::Rebuild { .. } => unreachable!("rebuilds are scheduled as RebuildStart"),
         };
         match what {
             CacheFailure::Primary => self.fail_primary(now),
@@ -162,16 +181,67 @@ impl Sim<'_> {
         cf.m.lost_log_ios += log.fail_physical(start);
         let e = wb.cache.backup_mut().backup_failed(CacheFailure::CacheDisk);
         cf.m.unprotected_pages += e.pages;
+        // The fallback skips data disks that failed before it.
+        let recovering = cf.recovering_from.is_some();
+        let members = log.members();
+        for d in log.dead() {
+            let e = wb
+                .cache
+                .backup_mut()
+                .log_member_failed(d, members, !recovering);
+            cf.m.unprotected_pages += e.pages;
+        }
         if wb.cache.backup().unprotected() > 0 {
             cf.exposed_from.get_or_insert(now);
         }
-        let recovering = cf.recovering_from.is_some();
         if recovering {
             // The recovery's reads died with the disk: what it held is gone with the primary.
             cf.m.lost_pages += wb.cache.discard_lost();
             cf.reads_left = 0;
         }
         if recovering {
+            self.recovery_done(now)?;
+        }
+        self.log_pump(now)?;
+        self.admit_waiting(now)?;
+        self.pump(now)
+    }
+
+    /// Data disk `disk` failed at `now`. Under a logical cache disk RAPID skips it: its log
+    /// segments are retired, the pages whose copy was there are exposed and copied again from
+    /// the primary, and its transfers in flight are dropped (buffers written again elsewhere).
+    /// During a primary recovery the exposed pages are lost, and so are the recovery's reads
+    /// of the disk (counted conservatively, as for a cache-disk failure).
+    pub(super) fn log_member_failed(&mut self, now: u64, disk: u32) -> Result<()> {
+        let Some(log) = self.log.as_mut() else {
+            return Ok(());
+        };
+        let Some((members, writes, reads)) = log.fail_member(disk) else {
+            return Ok(());
+        };
+        let wb = self.wb.as_mut().expect("a backup needs a write cache");
+        let cf = self
+            .cf
+            .as_mut()
+            .expect("created for a logical cache disk's runs");
+        wb.integrate(now);
+        let recovering = cf.recovering_from.is_some();
+        let e = wb
+            .cache
+            .backup_mut()
+            .log_member_failed(disk, members, !recovering);
+        cf.m.log_member_failures += 1;
+        cf.m.lost_log_ios += writes + u64::from(reads);
+        cf.m.unprotected_pages += e.pages;
+        if recovering {
+            cf.m.lost_pages += wb.cache.discard_lost();
+            debug_assert!(cf.reads_left >= reads);
+            cf.reads_left -= reads;
+        }
+        if wb.cache.backup().unprotected() > 0 {
+            cf.exposed_from.get_or_insert(now);
+        }
+        if recovering && cf.reads_left == 0 {
             self.recovery_done(now)?;
         }
         self.log_pump(now)?;

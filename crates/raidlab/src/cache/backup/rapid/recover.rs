@@ -106,7 +106,9 @@ impl Rapid {
                 SegState::OnDisk => true,
                 // A collection's target (or, borrowed, a buffer) whose write is in flight.
                 SegState::Writing => self.fail.borrowed || !self.is_buffer(seg),
-                SegState::Free | SegState::Filling | SegState::Reclaiming => false,
+                SegState::Free | SegState::Filling | SegState::Reclaiming | SegState::Retired => {
+                    false
+                }
             };
             if on_disk {
                 self.queue.push_back(read_io(seg, self.segs.used(seg)));
@@ -141,36 +143,16 @@ impl Rapid {
         self.queue.clear();
         let gc_target = self.gc_target.take();
         self.gc_victims.clear();
+        let mut pages = Vec::new();
         for b in 0..self.bufs.len() {
             let (Buf::Filling(s) | Buf::Writing(s)) = self.bufs[b] else {
                 continue;
             };
-            let new = self
-                .segs
-                .alloc()
-                .expect("a fresh table has a segment per buffer");
-            self.move_slots(&old, s, new);
-            if let Buf::Filling(_) = self.bufs[b] {
-                self.bufs[b] = Buf::Filling(new);
-                continue;
-            }
-            self.segs.start_write(new);
-            let blocks = self.segs.used(new);
-            if blocks == 0 {
-                // Every page was destaged meanwhile: nothing to write again.
-                self.segs.written(new);
-                self.bufs[b] = Buf::Free;
-                continue;
-            }
-            self.bufs[b] = Buf::Writing(new);
-            self.queue.push_back(BackupIo {
-                segment: new,
-                blocks,
-                read: false,
-                tag: b as u32,
-            });
-            self.stats.log_writes += 1;
-            self.stats.log_pages += u64::from(blocks);
+            pages.clear();
+            pages.extend((0..old.used(s)).map(|i| old.lba(s, i)));
+            pages.retain(|&l| l != EMPTY_SLOT);
+            let moved = self.rehome_buffer(b, &pages);
+            debug_assert!(moved, "a fresh table has a segment per buffer");
         }
         let mut exposed = 0;
         for s in 0..count {
@@ -184,16 +166,12 @@ impl Rapid {
             }
             for slot in 0..old.used(s) {
                 let lba = old.lba(s, slot);
-                if lba == EMPTY_SLOT {
-                    continue;
+                if lba != EMPTY_SLOT {
+                    self.expose(lba);
+                    exposed += 1;
                 }
-                let id = self.entries.find(lba).expect("a mapped slot has an entry");
-                self.entries.get_mut(id).seg = EXPOSED;
-                self.fail.queue.push_back(lba);
-                exposed += 1;
             }
         }
-        self.fail.exposed += exposed;
         self.reprotect();
         Exposure {
             pages: exposed,
@@ -201,19 +179,40 @@ impl Rapid {
         }
     }
 
-    /// Move the valid pages of `seg` in `old` to the fresh segment `new`.
-    fn move_slots(&mut self, old: &Segments, seg: u32, new: u32) {
-        for slot in 0..old.used(seg) {
-            let lba = old.lba(seg, slot);
-            if lba == EMPTY_SLOT {
-                continue;
-            }
+    /// Page `lba`'s only backup copy was lost: it is exposed until copied again.
+    pub(super) fn expose(&mut self, lba: u64) {
+        let id = self.entries.find(lba).expect("a mapped slot has an entry");
+        self.entries.get_mut(id).seg = EXPOSED;
+        self.fail.queue.push_back(lba);
+        self.fail.exposed += 1;
+    }
+
+    /// Buffer `b`'s segment was lost with its disk: give it a free segment holding `pages`
+    /// (its valid pages); a buffer being written is written again, or freed if empty.
+    /// `false` (nothing changed) when no segment is free.
+    pub(super) fn rehome_buffer(&mut self, b: usize, pages: &[u64]) -> bool {
+        let Some(new) = self.segs.alloc() else {
+            return false;
+        };
+        for &lba in pages {
             let at = self.segs.append(new, lba);
             let id = self.entries.find(lba).expect("a mapped slot has an entry");
             let e = self.entries.get_mut(id);
             e.seg = new;
             e.slot = at;
         }
+        match self.bufs[b] {
+            Buf::Filling(_) => self.bufs[b] = Buf::Filling(new),
+            Buf::Writing(_) if pages.is_empty() => {
+                // Every page was destaged meanwhile: nothing to write again.
+                self.segs.start_write(new);
+                self.segs.written(new);
+                self.bufs[b] = Buf::Free;
+            }
+            Buf::Writing(_) => self.write_buffer(b, new),
+            Buf::Free => unreachable!("only a buffer with a segment is rehomed"),
+        }
+        true
     }
 
     /// Copy exposed pages from the primary into segment buffers while one has room.
