@@ -71,7 +71,7 @@ impl Backup for Dual {
         }
     }
 
-    fn backup_failed(&mut self, what: CacheFailure) -> Exposure {
+    fn backup_failed(&mut self, what: CacheFailure, _reprotect: bool) -> Exposure {
         if what != CacheFailure::Backup || self.lost {
             return Exposure::default();
         }

@@ -392,11 +392,11 @@ impl Backup for Rapid {
         self.restore()
     }
 
-    fn backup_failed(&mut self, what: CacheFailure) -> Exposure {
+    fn backup_failed(&mut self, what: CacheFailure, reprotect: bool) -> Exposure {
         match what {
             CacheFailure::Primary => Exposure::default(),
             CacheFailure::Backup => self.nvram_failed(),
-            CacheFailure::CacheDisk => self.disk_failed(),
+            CacheFailure::CacheDisk => self.disk_failed(reprotect),
         }
     }
 

@@ -154,13 +154,13 @@ proptest! {
                 prop_assert_eq!(reads, r.segment_reads);
             }
             CacheFailure::Backup => {
-                let e = h.c.backup_mut().backup_failed(failure);
+                let e = h.c.backup_mut().backup_failed(failure, true);
                 h.c.lend(e.borrowed_pages);
             }
             CacheFailure::CacheDisk => {
                 // Transfers on the lost disk never complete.
                 h.log.clear();
-                h.c.backup_mut().backup_failed(failure);
+                h.c.backup_mut().backup_failed(failure, true);
             }
         }
         let mut dirty_after = Vec::new();
@@ -210,7 +210,7 @@ proptest! {
         } else {
             h.take_ios();
             h.log.clear();
-            h.c.backup_mut().backup_failed(CacheFailure::CacheDisk);
+            h.c.backup_mut().backup_failed(CacheFailure::CacheDisk, true);
         }
         for s in &after {
             h.step(s);

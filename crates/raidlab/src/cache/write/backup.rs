@@ -65,8 +65,10 @@ pub trait Backup {
     fn primary_failed(&mut self) -> Restore {
         Restore::default()
     }
-    /// The backup's own memory or cache disk failed.
-    fn backup_failed(&mut self, _what: CacheFailure) -> Exposure {
+    /// The backup's own memory or cache disk failed. `reprotect`: the primary can be read to
+    /// copy the pages that lost their copy again (false while it is being recovered: those
+    /// pages are then gone with it).
+    fn backup_failed(&mut self, _what: CacheFailure, _reprotect: bool) -> Exposure {
         Exposure::default()
     }
     /// Data disk `member` of `members` failed while the backup logs to a logical cache disk

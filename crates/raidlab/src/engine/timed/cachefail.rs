@@ -153,7 +153,10 @@ impl Sim<'_> {
         let wb = self.wb.as_mut().expect("validated: a write cache");
         let cf = self.cf.as_mut().expect("scheduled with its state");
         wb.integrate(now);
-        let e = wb.cache.backup_mut().backup_failed(CacheFailure::Backup);
+        let e = wb
+            .cache
+            .backup_mut()
+            .backup_failed(CacheFailure::Backup, true);
         cf.m.backup_failures += 1;
         cf.m.unprotected_pages += e.pages;
         cf.m.borrowed_pages += e.borrowed_pages;
@@ -179,10 +182,13 @@ impl Sim<'_> {
         wb.integrate(now);
         cf.m.cache_disk_failures += 1;
         cf.m.lost_log_ios += log.fail_physical(start);
-        let e = wb.cache.backup_mut().backup_failed(CacheFailure::CacheDisk);
+        let recovering = cf.recovering_from.is_some();
+        let e = wb
+            .cache
+            .backup_mut()
+            .backup_failed(CacheFailure::CacheDisk, !recovering);
         cf.m.unprotected_pages += e.pages;
         // The fallback skips data disks that failed before it.
-        let recovering = cf.recovering_from.is_some();
         let members = log.members();
         for d in log.dead() {
             let e = wb

@@ -187,6 +187,26 @@ fn pages_only_on_the_lost_disk_are_exposed_until_copied_again() {
 }
 
 #[test]
+fn a_cache_disk_failing_during_a_recovery_loses_the_pages_being_read() {
+    // The primary fails at 2 ms: pages 2 (buffer) and 3 (LRU) come back from the NVRAM and
+    // segment 0 (pages 0, 1) is read from 2 ms. The cache disk fails at 2.5 ms: the read dies
+    // with it, so pages 0 and 1 (in neither the primary nor the NVRAM) are lost, not copied
+    // again "from the primary"; the recovery ends there.
+    let tables = format!(
+        "{RAID5}{RAPID}{}{}",
+        event(0.002, "primary"),
+        event(0.0025, "cache_disk")
+    );
+    let m = timed("during", &FOUR, &tables).unwrap();
+    let f = failures(&m);
+    assert_eq!((f.lost_pages, f.lost_log_ios), (2, 1));
+    assert_eq!(f.recovery_ns_max, 500_000);
+    assert_eq!(f.recovered_pages, 4);
+    // Nothing is left exposed: the lost pages left the cache.
+    assert_eq!(f.unprotected_ns_max, 0);
+}
+
+#[test]
 fn a_failed_nvram_borrows_from_the_primary() {
     // The NVRAM (3 pages) fails at 2 ms holding pages 2 and 3: copied again at once into 3
     // pages borrowed from the primary (16 -> 13 pages). A primary failure later loses them

@@ -136,7 +136,7 @@ impl Rapid {
     /// The cache disk failed: start a fresh segment table (the log is now logical), rewrite
     /// the buffers' segments, expose the pages that were only on the disk and start
     /// re-protecting them.
-    pub(super) fn disk_failed(&mut self) -> Exposure {
+    pub(super) fn disk_failed(&mut self, reprotect: bool) -> Exposure {
         let (count, slots) = (self.segs.count(), self.segs.slots());
         let old = std::mem::replace(&mut self.segs, Segments::new(count, slots));
         // Transfers to the lost disk are dropped by the engine; nothing queued is issued.
@@ -172,7 +172,9 @@ impl Rapid {
                 }
             }
         }
-        self.reprotect();
+        if reprotect {
+            self.reprotect();
+        }
         Exposure {
             pages: exposed,
             borrowed_pages: 0,
