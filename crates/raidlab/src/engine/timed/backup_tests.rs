@@ -10,6 +10,16 @@ pub(super) fn timed(
     lines: &[&str],
     tables: &str,
 ) -> crate::error::Result<TimedMetrics> {
+    timed_group(name, lines, 16384, tables)
+}
+
+/// As `timed`, with write-cache groups of `group_bytes` (also the cache-failure examples').
+pub(super) fn timed_group(
+    name: &str,
+    lines: &[&str],
+    group_bytes: u32,
+    tables: &str,
+) -> crate::error::Result<TimedMetrics> {
     let dir = std::env::temp_dir().join(format!("raidlab-bk-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.mqsim.txt");
@@ -22,7 +32,7 @@ pub(super) fn timed(
     let text = format!(
         "[workload]\ntrace = {:?}\nformat = \"mqsim\"\nops = \"all\"\n\
          [run]\nmode = \"timed\"\n[controller]\nhit_us = 200\n{disk}\
-         [write_cache]\ncapacity_pages = 16\ngroup_bytes = 16384\nrate = \"fixed\"\nthreshold = 100\n\
+         [write_cache]\ncapacity_pages = 16\ngroup_bytes = {group_bytes}\nrate = \"fixed\"\nthreshold = 100\n\
          {tables}",
         path.display().to_string()
     );

@@ -2,41 +2,22 @@
 //! operation), 4 KiB pages, a 16-page write cache that destages only when full (and drains at
 //! the end). MQSim lines: `arrival_ns device lba_sectors size_sectors type` (0 = write).
 
-use crate::config;
-use crate::engine::timed::run;
 use crate::metrics::backup::BackupMetrics;
 use crate::metrics::cachefail::CacheFailMetrics;
 use crate::metrics::TimedMetrics;
 
+/// `backup_tests`' runners; the names are prefixed so their trace files stay apart.
 fn timed(name: &str, lines: &[&str], tables: &str) -> crate::error::Result<TimedMetrics> {
-    timed_group(name, lines, 16384, tables)
+    super::backup_tests::timed(&format!("cf-{name}"), lines, tables)
 }
 
-/// As `timed`, with write-cache groups of `group_bytes`.
 fn timed_group(
     name: &str,
     lines: &[&str],
     group_bytes: u32,
     tables: &str,
 ) -> crate::error::Result<TimedMetrics> {
-    let dir = std::env::temp_dir().join(format!("raidlab-cf-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t.mqsim.txt");
-    std::fs::write(&path, lines.join("\n")).unwrap();
-    let disk = if tables.contains("[disk]") {
-        ""
-    } else {
-        "[disk]\nmodel = \"constant\"\nservice_ms = 1\n"
-    };
-    let text = format!(
-        "[workload]\ntrace = {:?}\nformat = \"mqsim\"\nops = \"all\"\n\
-         [run]\nmode = \"timed\"\n[controller]\nhit_us = 200\n{disk}\
-         [write_cache]\ncapacity_pages = 16\ngroup_bytes = {group_bytes}\nrate = \"fixed\"\nthreshold = 100\n\
-         {tables}",
-        path.display().to_string()
-    );
-    let exps = config::from_toml(&text, "t.toml", None)?;
-    run(&exps[0], None, &mut |_| true)
+    super::backup_tests::timed_group(&format!("cf-{name}"), lines, group_bytes, tables)
 }
 
 fn backup(m: &TimedMetrics) -> &BackupMetrics {
