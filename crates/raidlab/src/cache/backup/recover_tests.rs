@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 
-use super::tests::{cache, spec, step, Step};
+use super::tests::{cache, spec, step, write_all, Step};
 use super::{BackupSpec, CacheFailure, Rapid, SegState};
 use crate::cache::write::{Backup, BackupIo, OrderKind, WriteCache};
 
@@ -241,12 +241,7 @@ fn a_recovery_during_garbage_collection_reads_the_target_segment() {
     // write is in flight; segment 4 fills the buffer (page 8). The primary fails: the LRU
     // (9, 10) and the buffer come back from the NVRAM; segments 2, 3 and the target 5 are read.
     let mut r = Rapid::new(&spec(1, 8, 4), 64);
-    for lba in 0..10 {
-        r.on_write(lba, false);
-        while let Some(w) = r.next_io() {
-            r.io_done(w);
-        }
-    }
+    write_all(&mut r, 0..10);
     for lba in [0, 2, 4] {
         r.on_destage(lba, &[1], &[0]);
     }
@@ -281,12 +276,7 @@ fn a_failed_member_s_segments_are_retired_and_never_allocated_again() {
     // 5 are retired, pages 2 and 3 exposed and copied again at once into segment 2.
     // Collections start below 3 free segments.
     let mut r = Rapid::new(&spec(1, 8, 3), 64);
-    for lba in 0..6 {
-        r.on_write(lba, false);
-        while let Some(w) = r.next_io() {
-            r.io_done(w);
-        }
-    }
+    write_all(&mut r, 0..6);
     assert_eq!(r.location(2), Some(Some(1)));
     let e = r.log_member_failed(1, 4, true);
     assert_eq!((e.pages, r.unprotected(), r.reprotected()), (2, 0, 2));

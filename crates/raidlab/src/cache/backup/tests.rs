@@ -26,6 +26,16 @@ pub(super) fn io(seg: u32, blocks: u32, tag: u32) -> BackupIo {
     }
 }
 
+/// Write pages `lbas` in turn, completing every transfer at once.
+pub(super) fn write_all(r: &mut Rapid, lbas: std::ops::Range<u64>) {
+    for lba in lbas {
+        r.on_write(lba, false);
+        while let Some(w) = r.next_io() {
+            r.io_done(w);
+        }
+    }
+}
+
 #[test]
 fn evictions_fill_segment_buffers_and_writes_wait_for_a_free_one() {
     let mut r = Rapid::new(&spec(2, 8, 1), 64);
@@ -92,12 +102,7 @@ fn garbage_collection_merges_the_emptiest_segments_from_the_primary() {
     let mut r = Rapid::new(&spec(1, 8, 4), 64);
     // Pages 0..10: 8 evictions fill segments 0-3 (pages 0-7), each written at once; pages
     // 8, 9 stay in the LRU; 4 segments are free.
-    for lba in 0..10 {
-        r.on_write(lba, false);
-        while let Some(w) = r.next_io() {
-            r.io_done(w);
-        }
-    }
+    write_all(&mut r, 0..10);
     assert_eq!(r.stats().gc_runs, 0);
     // Destage pages 0, 2, 4: segments 0, 1, 2 keep one valid slot each.
     for lba in [0, 2, 4] {
