@@ -86,6 +86,13 @@ impl Segments {
         self.map[seg as usize * self.slots as usize + slot as usize]
     }
 
+    /// The valid pages of `seg`, in slot order, into `out` (cleared first; failure paths).
+    pub fn valid_pages(&self, seg: u32, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend((0..self.used(seg)).map(|i| self.lba(seg, i)));
+        out.retain(|&l| l != EMPTY_SLOT);
+    }
+
     /// Take the next free segment in log order for filling.
     pub fn alloc(&mut self) -> Option<u32> {
         if self.free == 0 {

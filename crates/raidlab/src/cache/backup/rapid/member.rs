@@ -14,7 +14,7 @@
 //!   the target) and stays retired when the collection completes.
 
 use super::{Buf, Rapid};
-use crate::cache::backup::{Exposure, SegState, EMPTY_SLOT};
+use crate::cache::backup::{Exposure, SegState};
 
 impl Rapid {
     /// Data disk `member` of `members` failed; `reprotect`: the primary can be read now.
@@ -53,7 +53,7 @@ impl Rapid {
             if !on(s) {
                 continue;
             }
-            self.segment_pages(s, &mut pages);
+            self.segs.valid_pages(s, &mut pages);
             self.segs.retire(s);
             if !self.rehome_buffer(b, &pages) {
                 // No free segment: the buffer's pages wait to be copied again.
@@ -61,9 +61,7 @@ impl Rapid {
                 if self.current == Some(b as u32) {
                     self.current = None;
                 }
-                for &lba in &pages {
-                    self.expose(lba);
-                }
+                self.expose(&pages);
             }
         }
         let exposed = self.fail.exposed - before;
@@ -77,20 +75,11 @@ impl Rapid {
         }
     }
 
-    /// The valid pages of `seg`, in slot order, into `out` (cleared first).
-    fn segment_pages(&self, seg: u32, out: &mut Vec<u64>) {
-        out.clear();
-        out.extend((0..self.segs.used(seg)).map(|i| self.segs.lba(seg, i)));
-        out.retain(|&l| l != EMPTY_SLOT);
-    }
-
     /// Retire `seg` and expose the pages it held.
     fn expose_segment(&mut self, seg: u32, pages: &mut Vec<u64>) {
-        self.segment_pages(seg, pages);
+        self.segs.valid_pages(seg, pages);
         self.segs.retire(seg);
-        for &lba in pages.iter() {
-            self.expose(lba);
-        }
+        self.expose(pages);
     }
 
     /// Segments retired after data-disk failures (tests).

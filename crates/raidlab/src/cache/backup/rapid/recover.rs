@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 
 use super::{Buf, Rapid, EXPOSED, IN_LRU};
-use crate::cache::backup::{Exposure, Restore, SegState, Segments, EMPTY_SLOT};
+use crate::cache::backup::{Exposure, Restore, SegState, Segments};
 use crate::cache::write::BackupIo;
 
 /// `BackupIo::tag` of a recovery read.
@@ -148,30 +148,23 @@ impl Rapid {
             let (Buf::Filling(s) | Buf::Writing(s)) = self.bufs[b] else {
                 continue;
             };
-            pages.clear();
-            pages.extend((0..old.used(s)).map(|i| old.lba(s, i)));
-            pages.retain(|&l| l != EMPTY_SLOT);
+            old.valid_pages(s, &mut pages);
             let moved = self.rehome_buffer(b, &pages);
             debug_assert!(moved, "a fresh table has a segment per buffer");
         }
-        let mut exposed = 0;
+        let before = self.fail.exposed;
         for s in 0..count {
             let lost = match old.state(s) {
                 SegState::OnDisk => true,
                 SegState::Writing => gc_target == Some(s),
                 _ => false,
             };
-            if !lost {
-                continue;
-            }
-            for slot in 0..old.used(s) {
-                let lba = old.lba(s, slot);
-                if lba != EMPTY_SLOT {
-                    self.expose(lba);
-                    exposed += 1;
-                }
+            if lost {
+                old.valid_pages(s, &mut pages);
+                self.expose(&pages);
             }
         }
+        let exposed = self.fail.exposed - before;
         if reprotect {
             self.reprotect();
         }
@@ -181,12 +174,14 @@ impl Rapid {
         }
     }
 
-    /// Page `lba`'s only backup copy was lost: it is exposed until copied again.
-    pub(super) fn expose(&mut self, lba: u64) {
-        let id = self.entries.find(lba).expect("a mapped slot has an entry");
-        self.entries.get_mut(id).seg = EXPOSED;
-        self.fail.queue.push_back(lba);
-        self.fail.exposed += 1;
+    /// The only backup copies of `pages` were lost: they are exposed until copied again.
+    pub(super) fn expose(&mut self, pages: &[u64]) {
+        for &lba in pages {
+            let id = self.entries.find(lba).expect("a mapped slot has an entry");
+            self.entries.get_mut(id).seg = EXPOSED;
+            self.fail.queue.push_back(lba);
+        }
+        self.fail.exposed += pages.len() as u64;
     }
 
     /// Buffer `b`'s segment was lost with its disk: give it a free segment holding `pages`
