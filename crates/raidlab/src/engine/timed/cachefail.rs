@@ -204,8 +204,6 @@ impl Sim<'_> {
             // The recovery's reads died with the disk: what it held is gone with the primary.
             cf.m.lost_pages += wb.cache.discard_lost();
             cf.reads_left = 0;
-        }
-        if recovering {
             self.recovery_done(now)?;
         }
         self.log_pump(now)?;
