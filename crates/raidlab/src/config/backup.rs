@@ -147,25 +147,32 @@ pub(super) fn backup_spec(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::cache::backup::{BackupSpec, CacheDisk};
     use crate::config::from_toml;
     use crate::error::Error;
 
-    const BASE: &str = "[workload]\nops = \"all\"\nblock_size = 8192\n\
+    /// A timed RAID-5 run the `[backup]`, cache-failure and unified-cache tests build on.
+    pub(in crate::config) const BASE: &str = "[workload]\nops = \"all\"\nblock_size = 8192\n\
         [workload.synthetic]\nkind = \"bursty\"\nrequests = 10\n\
         [array]\nlevel = \"raid5\"\ndisks = 5\nstripe_unit = 32768\n\
-        [run]\nmode = \"timed\"\n[write_cache]\ncapacity_pages = 2048\n";
+        [run]\nmode = \"timed\"\n";
+    pub(in crate::config) const WC: &str = "[write_cache]\ncapacity_pages = 2048\n";
+
+    /// The key and message of the config error `BASE` + `extra` gives.
+    pub(in crate::config) fn config_error(extra: &str) -> (String, String) {
+        match from_toml(&format!("{BASE}{extra}"), "t.toml", None) {
+            Err(Error::Config { key, msg, .. }) => (key, msg),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
 
     fn parse(extra: &str) -> Result<Option<BackupSpec>, Error> {
-        from_toml(&format!("{BASE}{extra}"), "t.toml", None).map(|e| e[0].backup.clone())
+        from_toml(&format!("{BASE}{WC}{extra}"), "t.toml", None).map(|e| e[0].backup.clone())
     }
 
     fn key_of(extra: &str) -> String {
-        match parse(extra) {
-            Err(Error::Config { key, .. }) => key,
-            other => panic!("expected a config error, got {other:?}"),
-        }
+        config_error(&format!("{WC}{extra}")).0
     }
 
     #[test]
@@ -227,16 +234,13 @@ mod tests {
 
     #[test]
     fn needs_a_write_cache_and_an_array_for_a_logical_disk() {
-        let no_wc = BASE.replace(
-            "[write_cache]\ncapacity_pages = 2048\n",
-            "[cache]\npolicy = \"lru\"\ncapacity_blocks = 10\n",
-        );
+        let no_wc = format!("{BASE}[cache]\npolicy = \"lru\"\ncapacity_blocks = 10\n");
         let e = from_toml(&format!("{no_wc}[backup]\n"), "t.toml", None).unwrap_err();
         assert!(
             matches!(e, Error::Config { ref key, .. } if key == "backup"),
             "{e:?}"
         );
-        let no_array = BASE.replace(
+        let no_array = format!("{BASE}{WC}").replace(
             "[array]\nlevel = \"raid5\"\ndisks = 5\nstripe_unit = 32768\n",
             "",
         );

@@ -147,21 +147,8 @@ pub(super) fn check_events(
 #[cfg(test)]
 mod tests {
     use crate::cache::backup::CacheFailure;
+    use crate::config::backup::tests::{config_error as key_of, BASE, WC};
     use crate::config::{from_toml, Action};
-    use crate::error::Error;
-
-    const BASE: &str = "[workload]\nops = \"all\"\nblock_size = 8192\n\
-        [workload.synthetic]\nkind = \"bursty\"\nrequests = 10\n\
-        [array]\nlevel = \"raid5\"\ndisks = 5\nstripe_unit = 32768\n\
-        [run]\nmode = \"timed\"\n";
-    const WC: &str = "[write_cache]\ncapacity_pages = 2048\n";
-
-    fn key_of(extra: &str) -> (String, String) {
-        match from_toml(&format!("{BASE}{extra}"), "t.toml", None) {
-            Err(Error::Config { key, msg, .. }) => (key, msg),
-            other => panic!("expected a config error, got {other:?}"),
-        }
-    }
 
     #[test]
     fn events_parse_in_order() {

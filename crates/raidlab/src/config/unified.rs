@@ -51,19 +51,11 @@ pub(super) fn apply(
 
 #[cfg(test)]
 mod tests {
+    use crate::config::backup::tests::{config_error, BASE};
     use crate::config::{from_toml, Capacity};
-    use crate::error::Error;
-
-    const BASE: &str = "[workload]\nops = \"all\"\nblock_size = 8192\n\
-        [workload.synthetic]\nkind = \"bursty\"\nrequests = 10\n\
-        [array]\nlevel = \"raid5\"\ndisks = 5\nstripe_unit = 32768\n\
-        [run]\nmode = \"timed\"\n";
 
     fn key_of(extra: &str) -> String {
-        match from_toml(&format!("{BASE}{extra}"), "t.toml", None) {
-            Err(Error::Config { key, .. }) => key,
-            other => panic!("expected a config error, got {other:?}"),
-        }
+        config_error(extra).0
     }
 
     #[test]
