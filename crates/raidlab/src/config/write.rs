@@ -128,16 +128,10 @@ pub(super) fn write_cache_spec(
             format!("{capacity_pages} pages cannot hold one write group ({group_pages} pages)"),
         ));
     }
-    let order_key = t.key("order");
-    let order = match t.str("order")? {
-        None => OrderKind::Stow,
-        Some(name) => OrderKind::from_name(name).ok_or_else(|| {
-            Error::config(
-                &order_key,
-                format!("expected one of {}, got {name:?}", quoted(OrderKind::NAMES)),
-            )
-        })?,
-    };
+    let order = t
+        .choice("order", OrderKind::NAMES)?
+        .and_then(OrderKind::from_name)
+        .unwrap_or(OrderKind::Stow);
     let rate_name = t.choice("rate", RateSpec::NAMES)?.unwrap_or("linear");
     for (key, owners) in [
         ("high", &["linear", "rapid"][..]),

@@ -18,7 +18,9 @@ use std::collections::VecDeque;
 
 use super::{unified, Owner, Sim};
 use crate::array::{DiskOp, Level, Plan};
+use crate::cache::read::ReadPolicy;
 use crate::cache::write::plan::{plan_destage, RowKinds};
+use crate::cache::write::unified::Unified;
 use crate::cache::write::{Backend, WriteCache, WriteSpec};
 use crate::config::{Experiment, TimedSpec};
 use crate::disk::Class;
@@ -201,28 +203,46 @@ impl WriteBack {
     }
 }
 
+/// Let pages `next..end` of a user write into `cache`, in order, while the backup accepts
+/// them and there is room (a unified cache evicting clean pages for them); returns the first
+/// page left out (`end` when all entered).
+fn absorb(
+    cache: &mut WriteCache,
+    unified: &mut Option<Unified>,
+    policy: &mut dyn ReadPolicy,
+    evicted: &mut Vec<u64>,
+    mut next: u64,
+    end: u64,
+) -> u64 {
+    while next < end
+        && cache.backup().can_accept(next)
+        && unified::room_for_write(unified, policy, cache, evicted, next)
+        && cache.write(next).is_some()
+    {
+        next += 1;
+    }
+    next
+}
+
 impl Sim<'_> {
     /// User write `slot` of pages `first..first + count` arrives at `now`.
     pub(super) fn wb_write(&mut self, now: u64, slot: u32, first: u64, count: u64) -> Result<()> {
         let wb = self.wb.as_mut().expect("called with a write cache");
         wb.integrate(now);
-        let mut next = first;
         let end = first + count;
-        if wb.waiting.is_empty() {
-            while next < end
-                && wb.cache.backup().can_accept(next)
-                && unified::room_for_write(
-                    &mut self.unified,
-                    self.policy.as_mut(),
-                    &wb.cache,
-                    &mut self.evicted,
-                    next,
-                )
-                && wb.cache.write(next).is_some()
-            {
-                next += 1;
-            }
-        }
+        // Later writes queue behind a waiting one (first come, first served).
+        let next = if wb.waiting.is_empty() {
+            absorb(
+                &mut wb.cache,
+                &mut self.unified,
+                self.policy.as_mut(),
+                &mut self.evicted,
+                first,
+                end,
+            )
+        } else {
+            first
+        };
         if next < end {
             let backup_full = wb.waiting.is_empty() && !wb.cache.backup().can_accept(next);
             // Full: this write (and every later one) waits for destages to free space.
@@ -353,19 +373,14 @@ impl Sim<'_> {
                 self.end_stall(now);
                 return Ok(());
             };
-            while w.next < w.end
-                && wb.cache.backup().can_accept(w.next)
-                && unified::room_for_write(
-                    &mut self.unified,
-                    self.policy.as_mut(),
-                    &wb.cache,
-                    &mut self.evicted,
-                    w.next,
-                )
-                && wb.cache.write(w.next).is_some()
-            {
-                w.next += 1;
-            }
+            w.next = absorb(
+                &mut wb.cache,
+                &mut self.unified,
+                self.policy.as_mut(),
+                &mut self.evicted,
+                w.next,
+                w.end,
+            );
             if w.next < w.end {
                 if wb.cache.backup().can_accept(w.next) {
                     self.end_stall(now);

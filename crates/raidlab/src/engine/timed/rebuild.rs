@@ -52,6 +52,17 @@ enum OpKind {
     Piggyback,
 }
 
+impl OpKind {
+    /// The disk operation and the units it spans.
+    fn io(self) -> (Op, u64) {
+        match self {
+            OpKind::Read(_) => (Op::Read, 1),
+            OpKind::Write(n) => (Op::Write, u64::from(n)),
+            OpKind::Piggyback => (Op::Write, 1),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct RebuildOp {
     job: u64,
@@ -363,7 +374,7 @@ impl Sim<'_> {
                 .expect("a staged unit is not yet rebuilt");
             let (spare_dev, record) = (a.spare_dev as usize, a.record);
             self.rebuild.metrics.records[record].piggybacked += 1;
-            self.rebuild_submit(now, spare_dev, Op::Write, unit, 1, OpKind::Piggyback, 0);
+            self.rebuild_submit(now, spare_dev, unit, OpKind::Piggyback, 0);
         }
         Ok(())
     }
@@ -410,49 +421,31 @@ impl Sim<'_> {
         };
         let (disk, spare_dev, record) = (a.disk, a.spare_dev, a.record);
         for &act in actions {
-            let (dev, op, unit, kind, job) = match act {
+            let (dev, unit, kind, job) = match act {
                 Action::Read { disk: d, unit, job } => {
-                    (self.rebuild.dev_of(d), Op::Read, unit, OpKind::Read(d), job)
+                    (self.rebuild.dev_of(d), unit, OpKind::Read(d), job)
                 }
-                Action::Write { unit, count, job } => (
-                    spare_dev as usize,
-                    Op::Write,
-                    unit,
-                    OpKind::Write(count),
-                    job,
-                ),
+                Action::Write { unit, count, job } => {
+                    (spare_dev as usize, unit, OpKind::Write(count), job)
+                }
                 Action::WakeAt(t) => {
                     self.events.push(t.max(now), Kind::RebuildWake, 0, 0);
                     continue;
                 }
             };
             debug_assert!(dev != disk as usize, "rebuild I/O on the failed device");
-            let units = match kind {
-                OpKind::Write(n) => u64::from(n),
-                _ => 1,
-            };
             let rec = &mut self.rebuild.metrics.records[record];
-            match op {
-                Op::Read => rec.reads += 1,
-                Op::Write => rec.writes += 1,
+            match kind {
+                OpKind::Read(_) => rec.reads += 1,
+                _ => rec.writes += 1,
             }
-            self.rebuild_submit(now, dev, op, unit, units, kind, job);
+            self.rebuild_submit(now, dev, unit, kind, job);
         }
         Ok(())
     }
 
-    /// Queue one rebuild operation of `units` units from `unit` at device `dev`.
-    #[allow(clippy::too_many_arguments)]
-    fn rebuild_submit(
-        &mut self,
-        now: u64,
-        dev: usize,
-        op: Op,
-        unit: u64,
-        units: u64,
-        kind: OpKind,
-        job: u64,
-    ) {
+    /// Queue one rebuild operation `kind` from `unit` at device `dev`.
+    fn rebuild_submit(&mut self, now: u64, dev: usize, unit: u64, kind: OpKind, job: u64) {
         let bpu = u64::from(
             self.array
                 .as_ref()
@@ -460,6 +453,7 @@ impl Sim<'_> {
                 .blocks_per_stripe_unit(),
         );
         let sectors = bpu * self.sectors_per_block;
+        let (op, units) = kind.io();
         let entry = RebuildOp { job, unit, kind };
         let tag = match self.rebuild.free_ops.pop() {
             Some(t) => {

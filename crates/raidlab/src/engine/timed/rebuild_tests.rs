@@ -1,14 +1,8 @@
 //! Worked examples of the rebuild in the timed engine, on constant-time disks so the
 //! schedule can be followed by hand.
 
+use super::tests::timed as run_text;
 use super::*;
-use crate::config;
-
-fn run_text(text: &str) -> TimedMetrics {
-    let exps = config::from_toml(text, "t.toml", None).unwrap();
-    assert_eq!(exps.len(), 1);
-    run(&exps[0], None, &mut |_| true).unwrap()
-}
 
 /// RAID-5 of 3 constant 1 ms disks, one-block (4 KiB) units, `units` rows; one user read at
 /// t = 0, then disk 1 fails and its rebuild starts at 1 s.

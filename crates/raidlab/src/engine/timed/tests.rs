@@ -8,14 +8,16 @@ fn exps(text: &str) -> Vec<Experiment> {
     config::from_toml(text, "t.toml", None).unwrap()
 }
 
-fn timed(text: &str) -> TimedMetrics {
+/// The one experiment of `text`, run (shared by the timed engine's test files).
+pub(super) fn timed(text: &str) -> TimedMetrics {
     let exps = exps(text);
     assert_eq!(exps.len(), 1);
     run(&exps[0], None, &mut |_| true).unwrap()
 }
 
-/// MQSim trace lines `arrival_ns device lba_sectors size_sectors type` (type 1 = read).
-fn trace(name: &str, lines: &[String]) -> String {
+/// MQSim trace lines `arrival_ns device lba_sectors size_sectors type` (type 1 = read)
+/// written to a temporary file; returns its path as a TOML string.
+pub(super) fn trace<S: std::borrow::Borrow<str>>(name: &str, lines: &[S]) -> String {
     let dir = std::env::temp_dir().join(format!("raidlab-timed-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.mqsim.txt");

@@ -2,23 +2,16 @@
 //! operation) so every time can be computed by hand. MQSim lines: `arrival_ns device
 //! lba_sectors size_sectors type` (type 0 = write, 1 = read); a 4 KiB page is 8 sectors.
 
-use crate::config;
-use crate::engine::timed::run;
+use crate::engine::timed::tests::{timed as run_text, trace};
 use crate::metrics::TimedMetrics;
 
 fn timed(name: &str, lines: &[&str], tables: &str) -> TimedMetrics {
-    let dir = std::env::temp_dir().join(format!("raidlab-wb-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t.mqsim.txt");
-    std::fs::write(&path, lines.join("\n")).unwrap();
-    let text = format!(
-        "[workload]\ntrace = {:?}\nformat = \"mqsim\"\nops = \"all\"\n\
+    run_text(&format!(
+        "[workload]\ntrace = {}\nformat = \"mqsim\"\nops = \"all\"\n\
          [run]\nmode = \"timed\"\n[controller]\nhit_us = 200\n\
          [disk]\nmodel = \"constant\"\nservice_ms = 1\n{tables}",
-        path.display().to_string()
-    );
-    let exps = config::from_toml(&text, "t.toml", None).unwrap();
-    run(&exps[0], None, &mut |_| true).unwrap()
+        trace(&format!("wb-{name}"), lines)
+    ))
 }
 
 #[test]
