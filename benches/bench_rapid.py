@@ -14,9 +14,7 @@ Not a pass/fail test.
 
 from __future__ import annotations
 
-import argparse
-
-from benchlib import best_of
+from benchlib import best_of, metrics_child, requests_args
 
 CONFIG = """
 [workload]
@@ -60,19 +58,11 @@ CASES = [
     ("RAPID, logical cache disk", '[backup]\nkind = "rapid"\ncache_disk = "logical"\nsegment_kib = 128\n'),
 ]
 
-CHILD = """
-import json, sys, tomllib
-import raidlab
-m = raidlab.run(tomllib.loads(sys.stdin.read()), threads=1).runs[0].metrics
-print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "latency_mean_ms", "bk_log_writes"]}))
-"""
+CHILD = metrics_child(["requests", "events", "wall_s", "latency_mean_ms", "bk_log_writes"])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = requests_args()
     rows = []
     for label, tail in CASES:
         rows.append((label, best_of(CHILD, CONFIG.format(requests=args.requests) + tail, args.repeat)))

@@ -14,9 +14,7 @@ Target: >= 1 M simulated requests per wall second for STOW. Not a pass/fail test
 
 from __future__ import annotations
 
-import argparse
-
-from benchlib import best_of
+from benchlib import best_of, metrics_child, requests_args
 
 CONFIG = """
 [workload]
@@ -51,19 +49,11 @@ CASES = [
     ("wow", WRITE_CACHE.format(order="wow")),
 ]
 
-CHILD = """
-import json, sys, tomllib
-import raidlab
-m = raidlab.run(tomllib.loads(sys.stdin.read()), threads=1).runs[0].metrics
-print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s", "latency_mean_ms", "wc_destages"]}))
-"""
+CHILD = metrics_child(["requests", "events", "wall_s", "sim_s", "latency_mean_ms", "wc_destages"])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = requests_args()
     rows = []
     for label, tail in CASES:
         text = CONFIG.format(requests=args.requests) + tail

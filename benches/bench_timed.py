@@ -19,9 +19,7 @@ Prints requests/s and events/s of each and the ratio timed / counting. Not a pas
 
 from __future__ import annotations
 
-import argparse
-
-from benchlib import best_of
+from benchlib import best_of, metrics_child, requests_args
 
 CONFIG = """
 [workload.synthetic]
@@ -55,20 +53,11 @@ CASES = [
     ("counting mode", "count", "", False),
 ]
 
-CHILD = """
-import json, sys
-import raidlab
-text = sys.stdin.read()
-m = raidlab.run(dict(__import__("tomllib").loads(text)), threads=1).runs[0].metrics
-print(json.dumps({k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s", "hit_ratio", "iops", "latency_mean_ms"]}))
-"""
+CHILD = metrics_child(["requests", "events", "wall_s", "sim_s", "hit_ratio", "iops", "latency_mean_ms"])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = requests_args()
     # ~1/16 of the generator's footprint at 1 M requests (about 2.1 M distinct blocks).
     capacity = max(1024, int(args.requests * 2.1 / 16))
     rows = []

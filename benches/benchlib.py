@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,3 +22,22 @@ def best_of(child: str, text: str, repeat: int) -> dict:
     """The fastest (least ``wall_s``) of ``repeat`` runs of :func:`measure_child`."""
     runs = [measure_child(child, text) for _ in range(max(1, repeat))]
     return min(runs, key=lambda m: m["wall_s"])
+
+
+def metrics_child(keys: list[str]) -> str:
+    """A child program for :func:`best_of`: one run (one thread) of the TOML config on its
+    standard input, printing the named metrics (``None`` for one the run lacks)."""
+    return f"""
+import json, sys, tomllib
+import raidlab
+m = raidlab.run(tomllib.loads(sys.stdin.read()), threads=1).runs[0].metrics
+print(json.dumps({{k: m.get(k) for k in {keys!r}}}))
+"""
+
+
+def requests_args() -> argparse.Namespace:
+    """The common command line: ``--requests N`` (default 1 M) and ``--repeat K`` (default 3)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    return ap.parse_args()

@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 
 import raidlab
+import rapid_fixtures
 from conftest import assert_config_error
+from rapid_fixtures import BASE as RAPID_BASE
+from rapid_fixtures import WC, max_throughput
 from raidlab import rapid
 from raidlab.reproduce import plan_file
 
@@ -22,22 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def curves(preset: str, rates: list[int], requests: int) -> dict[str, dict[int, raidlab.Run]]:
     """The 64/16 configuration of rapid-response.toml for one trace, per architecture and rate."""
-    plan = plan_file(REPO / "experiments" / "rapid-response.toml", skip_traces=True)
-    trees = [
-        t
-        for t in plan.trees
-        if t["workload"]["synthetic"]["preset"] == preset
-        and t["write_cache"]["capacity_pages"] == 2048
-        and t["workload"]["synthetic"]["rate_iops"] in rates
-    ]
-    assert len(trees) == 3 * len(rates)
-    for t in trees:
-        t["workload"]["synthetic"]["requests"] = requests
-    result = raidlab.run({"runs": trees})
-    out: dict[str, dict[int, raidlab.Run]] = {}
-    for t, r in zip(trees, result.runs):
-        out.setdefault(t["tags"]["arch"], {})[t["workload"]["synthetic"]["rate_iops"]] = r
-    return out
+    return rapid_fixtures.curves("rapid-response", preset, rates, requests, lambda t: t["write_cache"]["capacity_pages"] == 2048, 3)
 
 
 @pytest.mark.parametrize(
@@ -69,10 +57,7 @@ def test_max_throughput_orders_logical_below_physical_and_baseline() -> None:
     """Table 4 on synthetic-A 64/16 with a coarse grid, 30,000 requests per point."""
     rates = [600, 1000, 1400, 1800]
     runs = curves("synthetic-a", rates, 30_000)
-    mt = {
-        arch: rapid.crossing([float(r) for r in rates], [by[r].metrics["latency_mean_ms"] for r in rates], 20.0)
-        for arch, by in runs.items()
-    }
+    mt = {arch: max_throughput(by) for arch, by in runs.items()}
     assert mt["physical"] == pytest.approx(mt["baseline"], rel=0.05), mt
     assert mt["logical"] <= mt["baseline"] * 1.001, mt
     assert 600 < mt["baseline"] < 1800, mt
@@ -83,21 +68,7 @@ def test_crossing_interpolates() -> None:
     assert rapid.crossing([100.0, 200.0], [1.0, 2.0], 20.0) == 200.0
 
 
-BASE = """[workload]
-ops = "all"
-block_size = 8192
-[workload.synthetic]
-kind = "bursty"
-requests = 100
-[array]
-level = "raid5"
-disks = 5
-stripe_unit = 32768
-[run]
-mode = "timed"
-[write_cache]
-capacity_pages = 2048
-"""
+BASE = RAPID_BASE + WC
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 
 import raidlab
 from conftest import assert_config_error
+from rapid_fixtures import BASE, WC
 from raidlab.reproduce import plan_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,22 +106,6 @@ def test_a_failed_data_disk_under_a_logical_cache_disk_is_skipped() -> None:
     (both,) = run([t])
     assert 0 < both["bk_lost_pages"] <= both["bk_unprotected_pages"]
     assert both["bk_recovered_pages"] > 0
-
-
-BASE = """[workload]
-ops = "all"
-block_size = 8192
-[workload.synthetic]
-kind = "bursty"
-requests = 100
-[array]
-level = "raid5"
-disks = 5
-stripe_unit = 32768
-[run]
-mode = "timed"
-"""
-WC = "[write_cache]\ncapacity_pages = 2048\n"
 
 
 def event(what: str, extra: str = "") -> str:

@@ -13,37 +13,15 @@ from pathlib import Path
 import pytest
 
 import raidlab
+import rapid_fixtures
 from conftest import assert_config_error
-from raidlab import rapid, rapid_variants
-from raidlab.reproduce import plan_file
-from test_rapid import BASE as RAPID_BASE
-
-REPO = Path(__file__).resolve().parent.parent
+from raidlab import rapid_variants
+from rapid_fixtures import BASE, max_throughput
 
 
 def curves(preset: str, archs: list[str], rates: list[int], requests: int) -> dict[str, dict[int, raidlab.Run]]:
     """rapid-variants.toml's runs for one trace, per architecture and rate."""
-    plan = plan_file(REPO / "experiments" / "rapid-variants.toml", skip_traces=True)
-    trees = [
-        t
-        for t in plan.trees
-        if t["workload"]["synthetic"]["preset"] == preset
-        and t["tags"]["arch"] in archs
-        and t["workload"]["synthetic"]["rate_iops"] in rates
-    ]
-    assert len(trees) == len(archs) * len(rates)
-    for t in trees:
-        t["workload"]["synthetic"]["requests"] = requests
-    result = raidlab.run({"runs": trees})
-    out: dict[str, dict[int, raidlab.Run]] = {}
-    for t, r in zip(trees, result.runs):
-        out.setdefault(t["tags"]["arch"], {})[t["workload"]["synthetic"]["rate_iops"]] = r
-    return out
-
-
-def max_throughput(by_rate: dict[int, raidlab.Run]) -> float:
-    rates = sorted(by_rate)
-    return rapid.crossing([float(r) for r in rates], [by_rate[r].metrics["latency_mean_ms"] for r in rates], 20.0)
+    return rapid_fixtures.curves("rapid-variants", preset, rates, requests, lambda t: t["tags"]["arch"] in archs, len(archs))
 
 
 @pytest.mark.parametrize("preset", ["synthetic-a", "synthetic-c"])
@@ -94,10 +72,6 @@ def test_views_compute_the_ratio_and_the_cost() -> None:
     assert ratio["ratio"].iloc[0] == pytest.approx(300 / 250)
     cost = rapid_variants.second_backup_cost(frame, ["p"])
     assert list(cost["rates"]) == [2] and cost["max"].iloc[0] == pytest.approx(0.1)
-
-
-# rapid-response's bad-input base config without its write cache (each case brings its own).
-BASE = RAPID_BASE[: RAPID_BASE.index("[write_cache]")]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -140,16 +141,31 @@ def reproduce(
     return write_report(name, sections, out_dir / name, console)
 
 
-
 @dataclass
 class StoredRun:
     """One finished run read back from the store: its metrics row, time series (columns)
-    and ramp levels — the parts of :class:`raidlab.Run` that reports use."""
+    and ramp levels — the parts of :class:`raidlab.Run` that reports use. The series and the
+    ramp are read on first use: most reports need neither."""
 
+    store_dir: Path
     name: str
     metrics: dict[str, Any]
-    series: dict[str, list[Any]]
-    ramp: list[dict[str, Any]]
+
+    def _read(self, kind: str) -> Any:
+        import pandas as pd
+
+        p = store.path(self.store_dir, kind, self.metrics["run_id"])
+        return pd.read_parquet(p).drop(columns=["run_id"]) if p.exists() else None
+
+    @cached_property
+    def series(self) -> dict[str, list[Any]]:
+        frame = self._read("series")
+        return {} if frame is None else frame.to_dict("list")
+
+    @cached_property
+    def ramp(self) -> list[dict[str, Any]]:
+        frame = self._read("ramp")
+        return [] if frame is None else frame.to_dict("records")
 
 
 @dataclass
@@ -160,21 +176,7 @@ class StoredRuns:
 
     @staticmethod
     def read(store_dir: Path, frame: Any) -> "StoredRuns":
-        import pandas as pd
-
-        runs = []
-        for row in frame.to_dict("records"):
-            run_id = row["run_id"]
-            series: dict[str, list[Any]] = {}
-            ramp: list[dict[str, Any]] = []
-            p = store.path(store_dir, "series", run_id)
-            if p.exists():
-                series = pd.read_parquet(p).drop(columns=["run_id"]).to_dict("list")
-            p = store.path(store_dir, "ramp", run_id)
-            if p.exists():
-                ramp = pd.read_parquet(p).drop(columns=["run_id"]).to_dict("records")
-            runs.append(StoredRun(row["name"], row, series, ramp))
-        return StoredRuns(runs)
+        return StoredRuns([StoredRun(store_dir, row["name"], row) for row in frame.to_dict("records")])
 
     def series_frame(self) -> Any:
         """Every run's time series in one DataFrame with a ``name`` column (the shape of
