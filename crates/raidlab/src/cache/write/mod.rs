@@ -469,8 +469,13 @@ impl WriteCache {
 
     /// In-flight pages of group `slot` as a bitmap (bit `i` = page `first + i`).
     pub fn flight_bits(&self, slot: u32) -> &[u64] {
-        let base = slot as usize * 2 * self.words + self.words;
-        &self.bits[base..base + self.words]
+        self.group_bits(slot).1
+    }
+
+    /// Group `slot`'s dirty and in-flight bitmaps (the [`Backup::on_destage`] arguments).
+    pub fn group_bits(&self, slot: u32) -> (&[u64], &[u64]) {
+        let base = slot as usize * 2 * self.words;
+        self.bits[base..base + 2 * self.words].split_at(self.words)
     }
 
     /// The destage of group `slot` completed: free its in-flight pages; a group written

@@ -22,6 +22,7 @@
 //! caches; the engine calls it (`engine/timed/unified.rs`). Nothing is allocated per call:
 //! the destaged-page scratch holds one write group.
 
+use super::backup::destaged_pages;
 use super::WriteCache;
 use crate::cache::read::{Access, MissCost, ReadPolicy};
 
@@ -110,17 +111,9 @@ impl Unified {
     /// Before `write.finish_destage(slot)`: note the pages the destage puts on disk (in flight
     /// and not rewritten meanwhile); [`Unified::keep_destaged`] then keeps them clean.
     pub fn destaging(&mut self, write: &WriteCache, slot: u32, first: u64) {
+        let (dirty, flight) = write.group_bits(slot);
         self.destaged.clear();
-        for (w, &bits) in write.flight_bits(slot).iter().enumerate() {
-            let mut b = bits;
-            while b != 0 {
-                let lba = first + w as u64 * 64 + u64::from(b.trailing_zeros());
-                b &= b - 1;
-                if !write.page_state(lba).0 {
-                    self.destaged.push(lba);
-                }
-            }
-        }
+        self.destaged.extend(destaged_pages(first, flight, dirty));
     }
 
     /// After `write.finish_destage`: insert the destaged pages into `read` as clean pages
