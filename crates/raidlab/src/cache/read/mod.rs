@@ -55,6 +55,14 @@ pub trait MissCost {
     /// Whether any disk is failed. Cost-aware policies behave exactly like their plain
     /// counterparts while this is false.
     fn degraded(&self) -> bool;
+    /// Disk blocks read to fetch block `key` in the current mode. The default charges the
+    /// key's disk its per-disk penalty; an oracle that knows more (a rebuilding disk whose
+    /// rebuilt rows cost 1 again) overrides it. Callers that need one block's cost use this
+    /// rather than `penalty(disk_of(key))`.
+    #[inline]
+    fn cost_of(&self, key: u64) -> u32 {
+        self.penalty(self.disk_of(key))
+    }
 }
 
 /// A [`MissCost`] for a single healthy device: every miss costs one block.

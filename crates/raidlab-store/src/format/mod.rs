@@ -1,0 +1,1 @@
+//! On-disk formats. (Skeleton: filled in by the format work.)

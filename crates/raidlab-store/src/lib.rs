@@ -1,0 +1,19 @@
+//! The store: a user-space RAID controller on member files, served over NBD.
+//!
+//! It is the second driver of raidlab's sans-IO policy objects (the simulator is the first):
+//! the array planner, the miss-cost oracle, the read-cache policies and the rebuild orders are
+//! the core crate's, and this crate executes their decisions on real bytes.
+//!
+//! - `parity`: XOR and RAID-6 P/Q syndromes (md's: generator {02} over GF(2^8), poly 0x11d)
+//!   and reconstruction of up to two lost chunks;
+//! - `member`: positioned I/O on one member (file or block device), and the fault-injecting
+//!   and recording wrappers tests use;
+//! - `format`: the on-disk superblock, the write-intent bitmap and assembly rules;
+//! - `nbd`: the NBD protocol (fixed newstyle) and the server front, with a `Backend` trait;
+//!
+//! No Python here; `raidlab-py` binds it. See `docs/store.md`.
+
+pub mod format;
+pub mod member;
+pub mod nbd;
+pub mod parity;

@@ -1,0 +1,1 @@
+//! Member I/O. (Skeleton: filled in by the member work.)

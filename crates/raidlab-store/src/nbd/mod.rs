@@ -1,0 +1,1 @@
+//! The NBD protocol and server front. (Skeleton: filled in by the NBD work.)

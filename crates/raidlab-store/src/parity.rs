@@ -1,0 +1,1 @@
+//! Parity arithmetic. (Skeleton: filled in by the parity work.)
