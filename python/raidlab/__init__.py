@@ -9,6 +9,7 @@ from raidlab._core import (
     FormatError,
     RaidlabError,
     RaidlabIOError,
+    StoreError,
     TraceError,
     __version__,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "Reliability",
     "Result",
     "Run",
+    "StoreError",
     "TraceError",
     "__version__",
     "load",

@@ -29,6 +29,11 @@ class RaidlabIOError(RaidlabError):
 
     file: str
 
+class StoreError(RaidlabError):
+    """A store member, superblock, array directory or request is unusable; ``file`` names it."""
+
+    file: str
+
 def load_config(text: str, file: str | None = None, base_dir: str | None = None) -> list[tuple[str, str]]: ...
 def run(
     text: str,

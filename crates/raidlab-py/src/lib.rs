@@ -38,6 +38,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    StoreError,
+    RaidlabError,
+    "A store member, superblock or array directory is unusable."
+);
+create_exception!(
+    _core,
     RaidlabIOError,
     RaidlabError,
     "A file could not be read."
@@ -52,6 +58,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::Trace { .. } => TraceError::new_err(msg),
         Error::Format { .. } => FormatError::new_err(msg),
         Error::Io { .. } => RaidlabIOError::new_err(msg),
+        Error::Store { .. } => StoreError::new_err(msg),
         Error::Cancelled => return PyKeyboardInterrupt::new_err(msg),
     };
     let value = err.value(py);
@@ -62,7 +69,7 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
             .setattr("file", file)
             .and_then(|_| value.setattr("line", line)),
         Error::Format { file, .. } => value.setattr("file", file),
-        Error::Io { path, .. } => value.setattr("file", path),
+        Error::Io { path, .. } | Error::Store { path, .. } => value.setattr("file", path),
         Error::Cancelled => Ok(()),
     };
     err
@@ -197,6 +204,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TraceError", py.get_type::<TraceError>())?;
     m.add("FormatError", py.get_type::<FormatError>())?;
     m.add("RaidlabIOError", py.get_type::<RaidlabIOError>())?;
+    m.add("StoreError", py.get_type::<StoreError>())?;
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;

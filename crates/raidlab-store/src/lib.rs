@@ -17,3 +17,4 @@ pub mod format;
 pub mod member;
 pub mod nbd;
 pub mod parity;
+pub mod ctrl;

@@ -34,6 +34,9 @@ pub enum Error {
     Config { key: String, msg: String },
     /// The operating system refused a file operation.
     Io { path: String, msg: String },
+    /// A store member, superblock, array directory or served request is unusable: `path`
+    /// names the member file (or the array directory, or the request), `msg` what is wrong.
+    Store { path: String, msg: String },
     /// The caller asked the run to stop (progress callback returned `false`).
     Cancelled,
 }
@@ -75,6 +78,14 @@ impl Error {
         }
     }
 
+    /// A store error about `path` (a member, the array directory or a request).
+    pub fn store(path: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Store {
+            path: path.into(),
+            msg: msg.into(),
+        }
+    }
+
     /// A stable, short name of the variant; the Python binding keys its exception classes
     /// on it.
     pub fn kind(&self) -> &'static str {
@@ -83,6 +94,7 @@ impl Error {
             Error::Format { .. } => "format",
             Error::Config { .. } | Error::Syntax { .. } => "config",
             Error::Io { .. } => "io",
+            Error::Store { .. } => "store",
             Error::Cancelled => "cancelled",
         }
     }
@@ -118,7 +130,7 @@ impl fmt::Display for Error {
             Error::Format { file, msg } => write!(f, "{file}: {msg}"),
             Error::Syntax { file, line, msg } => write!(f, "{file}: line {line}: {msg}"),
             Error::Config { key, msg } => write!(f, "config key `{key}`: {msg}"),
-            Error::Io { path, msg } => write!(f, "{path}: {msg}"),
+            Error::Io { path, msg } | Error::Store { path, msg } => write!(f, "{path}: {msg}"),
             Error::Cancelled => write!(f, "run cancelled"),
         }
     }

@@ -130,6 +130,12 @@ impl Array {
         self.mode.mark_rebuilt(disk, row);
     }
 
+    /// The replacement of rebuilding `disk` failed: the disk is plainly failed again.
+    pub fn abort_rebuild(&mut self, disk: u32) {
+        self.mode.abort_rebuild(disk);
+        cost::penalties(&self.geo, &self.mode, &mut self.penalty);
+    }
+
     /// The rebuild of `disk` is complete: it is a normal member again.
     pub fn finish_rebuild(&mut self, disk: u32) {
         self.mode.finish_rebuild(disk);

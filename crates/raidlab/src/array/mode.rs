@@ -117,6 +117,14 @@ impl Mode {
         m.set(row);
     }
 
+    /// The replacement of rebuilding `disk` is gone (it failed too): the disk is failed again
+    /// with nothing rebuilt. A no-op for a disk that is not rebuilding.
+    pub fn abort_rebuild(&mut self, disk: u32) {
+        if let Some(r) = self.rebuilt.get_mut(disk as usize) {
+            *r = None;
+        }
+    }
+
     /// The rebuild of `disk` is complete: the replacement is a normal member.
     pub fn finish_rebuild(&mut self, disk: u32) {
         debug_assert!(self.rebuilt[disk as usize]

@@ -268,13 +268,18 @@ const BYTES_MODE_INITIAL_ENTRIES: usize = 1024;
 /// (slot ids share a `u32` bucket with a displacement, see `slab.rs`).
 const MAX_ARENA_ENTRIES: u64 = 3 << (slab::MAX_BUCKETS_LOG2 - 2);
 
-/// Build the policy `spec` with `capacity` blocks (see [`build_in`]).
-pub fn build(spec: &PolicySpec, capacity: u64) -> Result<Box<dyn ReadPolicy>> {
+/// Build the policy `spec` with `capacity` blocks (see [`build_in`]). Policies are plain
+/// data, so every one is `Send`: the store moves them behind a lock shared by its threads.
+pub fn build(spec: &PolicySpec, capacity: u64) -> Result<Box<dyn ReadPolicy + Send>> {
     build_in(spec, capacity, Units::Blocks)
 }
 
 /// Build the policy `spec` with `capacity` units of kind `units`.
-pub fn build_in(spec: &PolicySpec, capacity: u64, units: Units) -> Result<Box<dyn ReadPolicy>> {
+pub fn build_in(
+    spec: &PolicySpec,
+    capacity: u64,
+    units: Units,
+) -> Result<Box<dyn ReadPolicy + Send>> {
     if capacity == 0 {
         return Err(Error::config("cache.capacity", "must be > 0"));
     }

@@ -1,0 +1,423 @@
+//! The request paths: reads (healthy, redirected to a replacement, or reconstructed) and
+//! writes (the planner's RMW / RCW / full-stripe plans executed with real parity).
+//!
+//! Member errors follow one rule. In a read phase nothing has been written yet, so the
+//! member is failed and the request is planned again in the new mode. In a write phase the
+//! plan's other writes still complete: the parity they carry was computed from values read
+//! before any write, so the row is consistent without the failed member, which is simply
+//! failed afterwards. Only when the level cannot survive the failure does the client see
+//! an error.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use raidlab::array::{Level, Plan, Role};
+use raidlab::workload::Op;
+
+use super::column::{Workspace, BLOCK};
+use super::{Controller, IoFail};
+use crate::member::Member;
+use crate::parity;
+
+/// Attempts of one request: each failed attempt fails a member, and no level survives more
+/// than two, so three retries always reach an answer.
+const ATTEMPTS_MAX: u32 = 4;
+
+thread_local! {
+    static SCRATCH: RefCell<(Plan, Workspace)> = RefCell::new((Plan::default(), Workspace::default()));
+}
+
+impl Controller {
+    /// Check a byte range against the export and the 4 KiB block size.
+    pub fn check_range(&self, offset: u64, len: u64) -> Result<(), IoFail> {
+        if !offset.is_multiple_of(BLOCK as u64) || !len.is_multiple_of(BLOCK as u64) {
+            return Err(IoFail::Invalid(format!(
+                "request at {offset} of {len} bytes is not aligned to {BLOCK} bytes"
+            )));
+        }
+        if offset.checked_add(len).is_none_or(|e| e > self.size_bytes()) {
+            return Err(IoFail::Invalid(format!(
+                "request at {offset} of {len} bytes ends past the end of the array ({} bytes)",
+                self.size_bytes()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Read `buf.len()` bytes at `offset` (through the read cache when there is one).
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoFail> {
+        self.check_range(offset, buf.len() as u64)?;
+        self.busy.store(true, Ordering::Relaxed);
+        let first = offset / BLOCK as u64;
+        match &self.cache {
+            Some(cache) => cache.read(self, first, buf),
+            None => self.read_blocks(first, buf),
+        }
+    }
+
+    /// Read whole blocks from the array, bypassing the cache.
+    pub(crate) fn read_blocks(&self, first: u64, buf: &mut [u8]) -> Result<(), IoFail> {
+        let bpu = u64::from(self.geo.blocks_per_stripe_unit());
+        let count = (buf.len() / BLOCK) as u64;
+        let mut lba = first;
+        while lba < first + count {
+            let run = ((lba / bpu + 1) * bpu).min(first + count) - lba;
+            let at = ((lba - first) as usize) * BLOCK;
+            let out = &mut buf[at..at + run as usize * BLOCK];
+            self.read_unit_run(lba, run, out)?;
+            lba += run;
+        }
+        Ok(())
+    }
+
+    /// Read `run` blocks from `lba`, all in one stripe unit.
+    fn read_unit_run(&self, lba: u64, run: u64, out: &mut [u8]) -> Result<(), IoFail> {
+        let loc = self.geo.locate(lba);
+        let row = loc.block / u64::from(self.geo.blocks_per_stripe_unit());
+        for _ in 0..ATTEMPTS_MAX {
+            let st = self.read_state();
+            if let Some(d) = &st.dead {
+                return Err(IoFail::Failed(d.clone()));
+            }
+            let direct = SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                st.array.plan_read(lba, &mut s.0);
+                (s.0.ops.len() == 1).then(|| s.0.ops[0])
+            });
+            match direct {
+                Some(op) => {
+                    let dev = st.devs[op.disk as usize].clone();
+                    drop(st);
+                    match self.member_read(op.disk, dev, op.block, out) {
+                        Ok(()) => return Ok(()),
+                        Err(slot) => self.fail_member(slot, "read error")?,
+                    }
+                }
+                None => {
+                    drop(st);
+                    match self.reconstruct_run(lba, run, row, out) {
+                        Ok(()) => return Ok(()),
+                        Err(Ok(slot)) => self.fail_member(slot, "read error")?,
+                        Err(Err(e)) => return Err(e),
+                    }
+                }
+            }
+        }
+        Err(IoFail::Failed(format!("block {lba}: too many member failures")))
+    }
+
+    /// Reconstruct `run` blocks from `lba` (one unit) whose member is lost in `row`. `Err(Ok)`
+    /// names a member that failed while reading.
+    fn reconstruct_run(
+        &self,
+        lba: u64,
+        run: u64,
+        row: u64,
+        out: &mut [u8],
+    ) -> Result<(), Result<u32, IoFail>> {
+        let _row = self.locks.lock_row(row);
+        let st = self.read_state();
+        if let Some(d) = &st.dead {
+            return Err(Err(IoFail::Failed(d.clone())));
+        }
+        let loc = self.geo.locate(lba);
+        let n = self.geo.disks() as usize;
+        let (disks, dev_list): (Vec<u32>, Vec<Option<Arc<dyn Member>>>) = SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            st.array.plan_read(lba, &mut s.0);
+            let d: Vec<u32> = s.0.ops.iter().map(|o| o.disk).collect();
+            let devs = d.iter().map(|&x| st.devs[x as usize].clone()).collect();
+            (d, devs)
+        });
+        if disks.len() == 1 {
+            // The mode changed since the caller planned: a direct read now.
+            drop(st);
+            return self.member_read(disks[0], dev_list[0].clone(), loc.block, out).map_err(Ok);
+        }
+        if self.opts.rebuild_order != raidlab::rebuild::OrderSpec::Sequential || self.rebuild_active() {
+            self.note_user_read(loc.disk, row);
+        }
+        let lost: Vec<bool> = (0..n as u32).map(|d| st.array.lost(d, row)).collect();
+        drop(st);
+        let width = run as usize;
+        let bpu = self.geo.blocks_per_stripe_unit();
+        let col0 = (loc.block % u64::from(bpu)) as u32;
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let ws = &mut s.1;
+            ws.reset(n, col0, width);
+            for (&d, dev) in disks.iter().zip(dev_list) {
+                let buf = ws.old_mut(d as usize, 0, width);
+                self.member_read(d, dev, loc.block, buf).map_err(Ok)?;
+            }
+            // Slot order: data slots, P, Q; the plan read every member needed.
+            let ndata = self.geo.data_disks() as usize;
+            let par = self.geo.parity_disks(row);
+            let mut order: Vec<usize> = (0..ndata as u32)
+                .map(|k| self.geo.data_disk(row, k) as usize)
+                .collect();
+            order.extend(par.p.map(|d| d as usize));
+            let q_read = par.q.is_some_and(|q| disks.contains(&q));
+            if q_read {
+                order.extend(par.q.map(|d| d as usize));
+            }
+            let missing: Vec<usize> = order
+                .iter()
+                .enumerate()
+                .filter(|(_, &d)| lost[d] || !disks.contains(&(d as u32)))
+                .map(|(i, _)| i)
+                .collect();
+            if missing.len() > 2 || (!q_read && missing.len() > 1) {
+                return Err(Err(IoFail::Failed(format!(
+                    "block {lba}: more members lost than parity can solve"
+                ))));
+            }
+            for c in 0..width {
+                let mut blocks: Vec<Vec<u8>> =
+                    order.iter().map(|&d| ws.old_ref(d, c, 1).to_vec()).collect();
+                let mut refs: Vec<&mut [u8]> = blocks.iter_mut().map(|b| b.as_mut_slice()).collect();
+                parity::reconstruct(ndata, &mut refs, &missing);
+                let k = order.iter().position(|&d| d == loc.disk as usize).expect("target in row");
+                out[c * BLOCK..(c + 1) * BLOCK].copy_from_slice(&blocks[k]);
+            }
+            Ok(())
+        })
+    }
+
+    /// Read from slot `slot`'s device; `Err(slot)` on any error (or a missing device).
+    pub(crate) fn member_read(
+        &self,
+        slot: u32,
+        dev: Option<Arc<dyn Member>>,
+        block: u64,
+        buf: &mut [u8],
+    ) -> Result<(), u32> {
+        let Some(dev) = dev else { return Err(slot) };
+        let c = &self.counters[slot as usize];
+        match dev.read_at(buf, self.shape.data_offset_bytes + block * BLOCK as u64) {
+            Ok(()) => {
+                c.read_blocks
+                    .fetch_add((buf.len() / BLOCK) as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(_) => {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+                Err(slot)
+            }
+        }
+    }
+
+    pub(crate) fn member_write(
+        &self,
+        slot: u32,
+        dev: Option<&Arc<dyn Member>>,
+        block: u64,
+        buf: &[u8],
+    ) -> Result<(), u32> {
+        let Some(dev) = dev else { return Err(slot) };
+        let c = &self.counters[slot as usize];
+        match dev.write_at(buf, self.shape.data_offset_bytes + block * BLOCK as u64) {
+            Ok(()) => {
+                c.write_blocks
+                    .fetch_add((buf.len() / BLOCK) as u64, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(_) => {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+                Err(slot)
+            }
+        }
+    }
+
+    /// Write `data` at `offset`; with `fua` the members written are synced before returning.
+    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoFail> {
+        self.check_range(offset, data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.busy.store(true, Ordering::Relaxed);
+        let first = offset / BLOCK as u64;
+        let count = (data.len() / BLOCK) as u64;
+        let per_row = self.geo.blocks_per_stripe();
+        let (r0, r1) = (first / per_row, (first + count - 1) / per_row);
+        let guard = self.locks.lock(r0, r1);
+        self.intent_begin(r0, r1)?;
+        let mut touched = vec![false; self.geo.disks() as usize];
+        let mut result = Ok(());
+        for row in r0..=r1 {
+            let a = first.max(row * per_row);
+            let b = (first + count).min((row + 1) * per_row);
+            let src = &data[((a - first) as usize) * BLOCK..((b - first) as usize) * BLOCK];
+            result = self.write_row(row, a, b - a, src, &mut touched);
+            if result.is_err() {
+                break;
+            }
+        }
+        if let Some(cache) = &self.cache {
+            cache.invalidate(first, count);
+        }
+        if result.is_ok() && fua {
+            result = self.sync_slots(&touched);
+        }
+        drop(guard);
+        self.intent_end(r0, r1);
+        result
+    }
+
+    /// Write zeros over a range (NBD WRITE_ZEROES and TRIM), in bounded pieces.
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), IoFail> {
+        self.check_range(offset, len)?;
+        const PIECE: u64 = 1 << 20;
+        static ZEROS: [u8; PIECE as usize] = [0; PIECE as usize];
+        let mut at = offset;
+        while at < offset + len {
+            let n = PIECE.min(offset + len - at);
+            self.write(at, &ZEROS[..n as usize], fua)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn sync_slots(&self, which: &[bool]) -> Result<(), IoFail> {
+        let devs: Vec<(u32, Arc<dyn Member>)> = {
+            let st = self.read_state();
+            which
+                .iter()
+                .enumerate()
+                .filter(|(_, &w)| w)
+                .filter_map(|(i, _)| st.devs[i].clone().map(|d| (i as u32, d)))
+                .collect()
+        };
+        for (slot, d) in devs {
+            if let Err(e) = d.sync() {
+                self.fail_member(slot, &format!("sync: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write blocks `first..first + count` of one row (the row lock is held by the caller).
+    pub(crate) fn write_row(
+        &self,
+        row: u64,
+        first: u64,
+        count: u64,
+        src: &[u8],
+        touched: &mut [bool],
+    ) -> Result<(), IoFail> {
+        for _ in 0..ATTEMPTS_MAX {
+            match self.write_row_once(row, first, count, src, touched) {
+                Ok(failed) => {
+                    // Write-phase failures: the row is consistent without these members.
+                    for slot in failed {
+                        self.fail_member(slot, "write error")?;
+                    }
+                    return Ok(());
+                }
+                Err(Ok(slot)) => self.fail_member(slot, "read error")?,
+                Err(Err(e)) => return Err(e),
+            }
+        }
+        Err(IoFail::Failed(format!("row {row}: too many member failures")))
+    }
+
+    /// One attempt; `Ok(members that failed a write)`, `Err(Ok(slot))` for a read failure.
+    fn write_row_once(
+        &self,
+        row: u64,
+        first: u64,
+        count: u64,
+        src: &[u8],
+        touched: &mut [bool],
+    ) -> Result<Vec<u32>, Result<u32, IoFail>> {
+        let st = self.read_state();
+        if let Some(d) = &st.dead {
+            return Err(Err(IoFail::Failed(d.clone())));
+        }
+        let n = self.geo.disks() as usize;
+        let bpu = self.geo.blocks_per_stripe_unit();
+        let base = self.geo.row_block(row);
+        let per_row = self.geo.blocks_per_stripe();
+        let level = self.geo.level();
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let (plan, ws) = &mut *s;
+            st.array.plan_write(first, count, plan);
+            if plan.ops.is_empty() {
+                return Ok(Vec::new());
+            }
+            let c0 = plan.ops.iter().map(|o| o.block - base).min().unwrap_or(0);
+            let c1 = plan
+                .ops
+                .iter()
+                .map(|o| o.block - base + u64::from(o.count))
+                .max()
+                .unwrap_or(0);
+            debug_assert!(c1 <= u64::from(bpu));
+            // The written range never leaves the columns the plan touches.
+            let (c0, width) = (c0 as u32, (c1 - c0) as usize);
+            ws.reset(n, c0, width);
+            // New data of every written slot, lost members included (parity needs it).
+            for lba in first..first + count {
+                let off = lba - row * per_row;
+                let slot = (off / u64::from(bpu)) as u32;
+                let col = (off % u64::from(bpu)) as u32;
+                if col < c0 || col >= c0 + width as u32 {
+                    continue;
+                }
+                let at = ((lba - first) as usize) * BLOCK;
+                let (d0, copies) = self.geo.copies(row, slot);
+                for d in d0..d0 + copies {
+                    ws.new_mut(d as usize, (col - c0) as usize, 1)
+                        .copy_from_slice(&src[at..at + BLOCK]);
+                }
+            }
+            for op in plan.ops.iter().filter(|o| o.op == Op::Read) {
+                let col = (op.block - base) as usize - c0 as usize;
+                let dev = st.devs[op.disk as usize].clone();
+                let buf = ws.old_mut(op.disk as usize, col, op.count as usize);
+                self.member_read(op.disk, dev, op.block, buf).map_err(Ok)?;
+            }
+            if matches!(level, Level::Raid5 | Level::Raid6) {
+                let par = self.geo.parity_disks(row);
+                let data: Vec<usize> = (0..self.geo.data_disks())
+                    .map(|k| self.geo.data_disk(row, k) as usize)
+                    .collect();
+                let lost: Vec<bool> = (0..n as u32).map(|d| st.array.lost(d, row)).collect();
+                let mut cols = vec![false; width];
+                for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
+                    if matches!(self.geo.role(row, op.disk), Role::P | Role::Q) {
+                        let col = (op.block - base) as usize - c0 as usize;
+                        cols[col..col + op.count as usize].fill(true);
+                    }
+                }
+                for (c, _) in cols.iter().enumerate().filter(|(_, &w)| w) {
+                    let ok = ws.parity_column(
+                        c,
+                        &data,
+                        par.p.map(|d| d as usize),
+                        par.q.map(|d| d as usize),
+                        &lost,
+                    );
+                    if !ok {
+                        return Err(Err(IoFail::Failed(format!(
+                            "row {row}: the write plan gathered too little to update parity"
+                        ))));
+                    }
+                }
+            }
+            let mut failed = Vec::new();
+            for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
+                let col = (op.block - base) as usize - c0 as usize;
+                let dev = st.devs[op.disk as usize].as_ref();
+                let buf = ws.new_ref(op.disk as usize, col, op.count as usize);
+                touched[op.disk as usize] = true;
+                if let Err(slot) = self.member_write(op.disk, dev, op.block, buf) {
+                    failed.push(slot);
+                }
+            }
+            Ok(failed)
+        })
+    }
+}

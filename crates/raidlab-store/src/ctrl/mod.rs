@@ -1,0 +1,483 @@
+//! The controller: the array state, the member devices and the request paths.
+//!
+//! One `Controller` serves one array. Requests arrive from any number of threads (NBD
+//! connections and their workers); each executes its own plan with positioned I/O on the
+//! members, so members are driven in parallel by the requests in flight. Shared state:
+//!
+//! - `state` (RwLock): the core's `Array` (failed members, rebuild progress), the member
+//!   devices and the spares. Requests hold it for reading; failures, spares and rebuild steps
+//!   take it for writing briefly.
+//! - `locks`: stripe-row locks, held by every write for its rows and by every operation that
+//!   reads a row to combine it (degraded reads, rebuild, resync, check).
+//! - the read cache (`cache.rs`), the write-intent bitmap and the rebuild job.
+//!
+//! Lock order: stripe rows, then `state`, then the cache or the bitmap.
+
+pub mod cache;
+pub mod column;
+pub mod io;
+pub mod locks;
+pub mod rebuild;
+pub mod sync;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use raidlab::array::{Array, ArraySpec, ArrayState, Geometry, Layout, Level};
+use raidlab::cache::read::PolicySpec;
+use raidlab::rebuild::{OrderSpec, RateSpec};
+
+use crate::member::Member;
+use cache::ReadCache;
+use column::BLOCK;
+use locks::StripeLocks;
+
+/// Why a request failed (mapped to an NBD error by the server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IoFail {
+    /// The array lost more members than its level survives, or a member I/O error left no
+    /// redundant copy: the data cannot be served.
+    Failed(String),
+    /// A request the array cannot take (past the end, misaligned).
+    Invalid(String),
+}
+
+impl std::fmt::Display for IoFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IoFail::Failed(m) | IoFail::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The array's shape, as the superblocks describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    pub level: Level,
+    pub layout: Layout,
+    pub disks: u32,
+    pub chunk_bytes: u64,
+    /// Byte offset of the data area on every member.
+    pub data_offset_bytes: u64,
+    /// Bytes of data area per member (a whole number of chunks).
+    pub member_data_bytes: u64,
+}
+
+impl Shape {
+    pub fn rows(&self) -> u64 {
+        self.member_data_bytes / self.chunk_bytes
+    }
+    pub fn data_disks(&self) -> u64 {
+        match self.level {
+            Level::Raid0 => u64::from(self.disks),
+            Level::Raid1 => 1,
+            Level::Raid10 => u64::from(self.disks / 2),
+            Level::Raid5 => u64::from(self.disks - 1),
+            Level::Raid6 => u64::from(self.disks - 2),
+        }
+    }
+    /// Logical size of the array in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.rows() * self.data_disks() * self.chunk_bytes
+    }
+    fn array_spec(&self) -> ArraySpec {
+        ArraySpec {
+            level: self.level,
+            disks: self.disks,
+            stripe_unit_bytes: self.chunk_bytes,
+            layout: self.layout,
+            failed: Vec::new(),
+            block_size: BLOCK as u32,
+        }
+    }
+}
+
+/// How a slot's member stands, for the superblocks and `ctl status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    InSync,
+    /// Failed (or missing): its data is reconstructed from the others.
+    Failed,
+    /// A replacement is being rebuilt; rows below `checkpoint` are known rebuilt.
+    Recovering { checkpoint: u64 },
+}
+
+/// What the metadata layer persists after every state change.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub events: u64,
+    pub clean: bool,
+    /// Per slot: the device there (None when missing) and its state.
+    pub slots: Vec<(Option<Arc<dyn Member>>, SlotState)>,
+    pub spares: Vec<Arc<dyn Member>>,
+    /// Devices that failed and were taken out of their slot (their superblocks say faulty).
+    pub faulty: Vec<Arc<dyn Member>>,
+}
+
+/// Persists snapshots (superblocks on every member); see `crate::meta`.
+pub trait MetaSink: Send + Sync {
+    /// Write `snap` to the members' metadata. Called with the state lock held for writing,
+    /// so snapshots are written in event order. An error is logged by the caller; the array
+    /// keeps serving (md does the same when a superblock write fails on a member it then
+    /// fails).
+    fn persist(&self, snap: &Snapshot) -> std::io::Result<()>;
+
+    /// Make the write-intent bitmap durable: `dirty[g]` for every region `g`. Called before
+    /// the first write into a newly dirty region, and when idle regions are cleared.
+    fn write_intent(&self, _dirty: &[bool]) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A sink that persists nothing (tests of the data path).
+pub struct NoMeta;
+impl MetaSink for NoMeta {
+    fn persist(&self, _snap: &Snapshot) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Tunables of a served array.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub cache: Option<(PolicySpec, u64)>,
+    pub rebuild_order: OrderSpec,
+    pub rebuild_rate: RateSpec,
+    /// Start a rebuild by itself when a slot is failed and a spare is present.
+    pub auto_rebuild: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cache: None,
+            rebuild_order: OrderSpec::Sequential,
+            rebuild_rate: RateSpec::Full,
+            auto_rebuild: true,
+        }
+    }
+}
+
+/// Per-slot counters of data-area I/O in blocks (metadata I/O is not counted).
+#[derive(Default)]
+pub struct SlotCounters {
+    pub read_blocks: AtomicU64,
+    pub write_blocks: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+pub(crate) struct State {
+    pub array: Array,
+    pub devs: Vec<Option<Arc<dyn Member>>>,
+    pub spares: Vec<Arc<dyn Member>>,
+    pub faulty: Vec<Arc<dyn Member>>,
+    pub events: u64,
+    pub clean: bool,
+    /// Set once the array lost more than it survives: every request fails from then on.
+    pub dead: Option<String>,
+}
+
+pub struct Controller {
+    pub(crate) shape: Shape,
+    pub(crate) geo: Geometry,
+    pub(crate) state: RwLock<State>,
+    pub(crate) locks: StripeLocks,
+    pub(crate) cache: Option<ReadCache>,
+    pub(crate) counters: Vec<SlotCounters>,
+    pub(crate) meta: Box<dyn MetaSink>,
+    pub(crate) opts: Options,
+    pub(crate) rebuild: Mutex<Option<rebuild::Job>>,
+    pub(crate) resync: Mutex<sync::Resync>,
+    /// User I/O seen since the rebuild last looked (md's "is the array idle").
+    pub(crate) busy: AtomicBool,
+    pub(crate) shutdown: AtomicBool,
+}
+
+impl Controller {
+    /// Build a controller over `devs` (one per slot, `None` for a missing or failed member;
+    /// `recovering` names a slot whose device is a replacement rebuilt up to a checkpoint).
+    pub fn new(
+        shape: Shape,
+        devs: Vec<Option<Arc<dyn Member>>>,
+        spares: Vec<Arc<dyn Member>>,
+        recovering: Option<(u32, u64)>,
+        events: u64,
+        meta: Box<dyn MetaSink>,
+        opts: Options,
+    ) -> raidlab::Result<Controller> {
+        let spec = shape.array_spec();
+        let mut array = Array::new(&spec)?;
+        let geo = array.geometry().clone();
+        assert_eq!(devs.len(), shape.disks as usize, "one device entry per slot");
+        for (slot, d) in devs.iter().enumerate() {
+            let is_recovering = recovering.is_some_and(|(s, _)| s as usize == slot);
+            if d.is_none() || is_recovering {
+                array.fail(slot as u32)?;
+            }
+        }
+        if let Some((slot, checkpoint)) = recovering {
+            array.start_rebuild(slot, shape.rows(), true, "rebuild")?;
+            for row in 0..checkpoint.min(shape.rows()) {
+                array.mark_rebuilt(slot, row);
+            }
+        }
+        let cache = match &opts.cache {
+            Some((policy, blocks)) => Some(ReadCache::new(policy, *blocks)?),
+            None => None,
+        };
+        let counters = (0..shape.disks).map(|_| SlotCounters::default()).collect();
+        let c = Controller {
+            geo,
+            state: RwLock::new(State {
+                array,
+                devs,
+                spares,
+                faulty: Vec::new(),
+                events,
+                clean: false,
+                dead: None,
+            }),
+            locks: StripeLocks::default(),
+            cache,
+            counters,
+            meta,
+            opts,
+            rebuild: Mutex::new(None),
+            resync: Mutex::new(sync::Resync::default()),
+            busy: AtomicBool::new(false),
+            shutdown: AtomicBool::new(false),
+            shape,
+        };
+        if let Some((slot, _)) = recovering {
+            c.resume_rebuild(slot);
+        }
+        Ok(c)
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.shape.size_bytes()
+    }
+
+    pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write_state(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Persist the current state (event counter bumped); called with the write lock held.
+    pub(crate) fn persist(&self, st: &mut State) {
+        st.events += 1;
+        let slots = (0..self.shape.disks)
+            .map(|s| {
+                let state = if !st.array.is_failed(s) {
+                    SlotState::InSync
+                } else if let Some(map) = st.array.rebuilding(s) {
+                    SlotState::Recovering {
+                        checkpoint: map.next_clear(0).unwrap_or(map.len()),
+                    }
+                } else {
+                    SlotState::Failed
+                };
+                (st.devs[s as usize].clone(), state)
+            })
+            .collect();
+        let snap = Snapshot {
+            events: st.events,
+            clean: st.clean,
+            slots,
+            spares: st.spares.clone(),
+            faulty: st.faulty.clone(),
+        };
+        if let Err(e) = self.meta.persist(&snap) {
+            eprintln!("raidlab serve: warning: writing superblocks failed: {e}");
+        }
+    }
+
+    /// Mark the array dirty (before the first write after a clean state) or clean (at a
+    /// graceful stop, with nothing in flight).
+    pub fn set_clean(&self, clean: bool) {
+        let mut st = self.write_state();
+        if st.clean != clean {
+            st.clean = clean;
+            self.persist(&mut st);
+        }
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.read_state().clean
+    }
+
+    /// Fail the member in `slot` (an I/O error, or `ctl fail`). `Ok` while the level still
+    /// serves every block; `Err` when the array is now dead.
+    pub fn fail_member(&self, slot: u32, why: &str) -> Result<(), IoFail> {
+        let mut st = self.write_state();
+        if let Some(d) = &st.dead {
+            return Err(IoFail::Failed(d.clone()));
+        }
+        if slot >= self.shape.disks {
+            return Err(IoFail::Invalid(format!(
+                "slot {slot} out of range (the array has {} members)",
+                self.shape.disks
+            )));
+        }
+        let name = st.devs[slot as usize]
+            .as_ref()
+            .map(|d| d.path().to_string())
+            .unwrap_or_else(|| "(missing)".into());
+        if st.array.rebuilding(slot).is_some() {
+            // The replacement failed: drop it and its progress; the slot stays failed.
+            st.array.abort_rebuild(slot);
+            if let Some(dev) = st.devs[slot as usize].take() {
+                st.faulty.push(dev);
+            }
+            if let Ok(mut job) = self.rebuild.lock() {
+                *job = None;
+            }
+            eprintln!("raidlab serve: replacement {name} in slot {slot} failed ({why}); rebuild stopped");
+            self.persist(&mut st);
+            return Ok(());
+        }
+        if st.array.is_failed(slot) {
+            return Ok(());
+        }
+        match st.array.fail(slot) {
+            Ok(()) => {
+                if let Some(dev) = st.devs[slot as usize].take() {
+                    st.faulty.push(dev);
+                }
+                eprintln!("raidlab serve: member {name} (slot {slot}) failed: {why}; serving degraded");
+                self.persist(&mut st);
+                Ok(())
+            }
+            Err(_) => {
+                let msg = format!(
+                    "member {name} (slot {slot}) failed ({why}) and {} cannot survive it: array failed",
+                    self.shape.level.name()
+                );
+                eprintln!("raidlab serve: {msg}");
+                st.dead = Some(msg.clone());
+                self.persist(&mut st);
+                Err(IoFail::Failed(msg))
+            }
+        }
+    }
+
+    /// Add a hot spare; a rebuild starts onto it if a slot is failed (and auto rebuild is on).
+    pub fn add_spare(&self, dev: Arc<dyn Member>) -> Result<(), IoFail> {
+        let need = self.shape.data_offset_bytes + self.shape.member_data_bytes;
+        if dev.len_bytes() < need {
+            return Err(IoFail::Invalid(format!(
+                "{}: {} bytes is too small for a member of this array (needs {need})",
+                dev.path(),
+                dev.len_bytes()
+            )));
+        }
+        {
+            let mut st = self.write_state();
+            st.spares.push(dev);
+            self.persist(&mut st);
+        }
+        if self.opts.auto_rebuild {
+            self.maybe_start_rebuild();
+        }
+        Ok(())
+    }
+
+    /// Remove a spare (by its path) or a failed device from the array's records.
+    pub fn remove(&self, path: &str) -> Result<(), IoFail> {
+        let mut st = self.write_state();
+        let before = st.spares.len() + st.faulty.len();
+        st.spares.retain(|d| d.path() != path);
+        st.faulty.retain(|d| d.path() != path);
+        if st.spares.len() + st.faulty.len() == before {
+            return Err(IoFail::Invalid(format!(
+                "{path} is neither a spare nor a failed member (in-sync members cannot be removed; fail them first)"
+            )));
+        }
+        self.persist(&mut st);
+        Ok(())
+    }
+
+    pub fn array_state(&self) -> ArrayState {
+        self.read_state().array.state()
+    }
+
+    pub fn counters(&self) -> &[SlotCounters] {
+        &self.counters
+    }
+
+    /// Sync every live member (NBD FLUSH).
+    pub fn flush(&self) -> Result<(), IoFail> {
+        let devs: Vec<(u32, Arc<dyn Member>)> = {
+            let st = self.read_state();
+            if let Some(d) = &st.dead {
+                return Err(IoFail::Failed(d.clone()));
+            }
+            st.devs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, d)| d.clone().map(|d| (i as u32, d)))
+                .collect()
+        };
+        for (slot, d) in devs {
+            if let Err(e) = d.sync() {
+                self.fail_member(slot, &format!("sync: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ask background work (rebuild, resync) to stop.
+    pub fn stop(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Start the background thread: rebuild steps, resync of dirty regions, lazy clearing
+    /// of the write-intent bitmap. It ends after `stop`.
+    pub fn spawn_background(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("raidlab-bg".into())
+            .spawn(move || me.background_loop())
+            .expect("spawning a thread")
+    }
+
+    fn background_loop(&self) {
+        let mut last_clear = std::time::Instant::now();
+        while !self.stopping() {
+            let mut busy = false;
+            match self.rebuild_step(16) {
+                Some(wait) if wait.is_zero() => busy = true,
+                Some(wait) => std::thread::sleep(wait),
+                None => {
+                    if self.opts.auto_rebuild && self.maybe_start_rebuild() {
+                        busy = true;
+                    }
+                }
+            }
+            if self.resync_step() {
+                busy = true;
+            }
+            if last_clear.elapsed() >= std::time::Duration::from_millis(500) {
+                self.intent_clear_idle(false);
+                last_clear = std::time::Instant::now();
+            }
+            if !busy {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

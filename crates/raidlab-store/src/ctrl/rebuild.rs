@@ -1,0 +1,319 @@
+//! Online rebuild onto a hot spare, in the simulator's orders and rate limits.
+//!
+//! The order (`raidlab::rebuild::Order`: sequential, or PRO fed with the live user reads of
+//! the failed member) hands out units (rows); the md-style `Throttle` paces them against a
+//! real monotonic clock. Each unit is rebuilt under its row lock: the survivors the level
+//! needs are read, the lost unit is solved and written to the replacement, and only then is
+//! the row marked rebuilt, after which the planner reads and writes it on the replacement.
+//! Progress is checkpointed in the superblocks (the lowest unit not yet rebuilt) so a restart
+//! resumes; units above the checkpoint are simply rebuilt again.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raidlab::array::{Level, Role};
+use raidlab::rebuild::{reads_for, Gate, Order, Throttle};
+
+use super::column::BLOCK;
+use super::Controller;
+use crate::member::Member;
+use crate::parity;
+
+/// Checkpoint the superblocks at least this often while rebuilding.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+pub struct Job {
+    pub slot: u32,
+    pub order: Order,
+    pub throttle: Throttle,
+    pub started: Instant,
+    pub units: u64,
+    pub last_checkpoint: Instant,
+    /// The unit handed out but not yet rebuilt (none between steps).
+    pub in_progress: Option<u64>,
+}
+
+/// What `ctl status` shows of a rebuild.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub slot: u32,
+    pub units_done: u64,
+    pub units: u64,
+    pub elapsed_s: f64,
+    pub order: &'static str,
+}
+
+impl Controller {
+    pub(crate) fn rebuild_active(&self) -> bool {
+        self.rebuild.lock().map(|j| j.is_some()).unwrap_or(false)
+    }
+
+    /// PRO's access monitor: a user read reached `row` of member `disk`.
+    pub(crate) fn note_user_read(&self, disk: u32, row: u64) {
+        if let Ok(mut job) = self.rebuild.lock() {
+            if let Some(j) = job.as_mut() {
+                if j.slot == disk {
+                    j.order.user_read(row);
+                }
+            }
+        }
+    }
+
+    fn new_job(&self, slot: u32, done_below: u64) -> Job {
+        let units = self.shape.rows();
+        let mut order = self.opts.rebuild_order.build(units);
+        for u in 0..done_below.min(units) {
+            order.take(u);
+        }
+        Job {
+            slot,
+            order,
+            throttle: Throttle::new(self.opts.rebuild_rate, 0),
+            started: Instant::now(),
+            units,
+            last_checkpoint: Instant::now(),
+            in_progress: None,
+        }
+    }
+
+    /// A replacement recorded in the superblocks: carry on from its checkpoint.
+    pub(crate) fn resume_rebuild(&self, slot: u32) {
+        let done = {
+            let st = self.read_state();
+            st.array
+                .rebuilding(slot)
+                .map(|m| m.next_clear(0).unwrap_or(m.len()))
+                .unwrap_or(0)
+        };
+        let job = self.new_job(slot, done);
+        if let Ok(mut j) = self.rebuild.lock() {
+            *j = Some(job);
+        }
+    }
+
+    /// Start a rebuild if a slot is failed, none is rebuilding and a spare is present.
+    pub fn maybe_start_rebuild(&self) -> bool {
+        if self.rebuild_active() {
+            return false;
+        }
+        let mut st = self.write_state();
+        if st.dead.is_some() || st.spares.is_empty() {
+            return false;
+        }
+        let Some(slot) = st
+            .array
+            .failed()
+            .iter()
+            .copied()
+            .find(|&s| st.array.rebuilding(s).is_none())
+        else {
+            return false;
+        };
+        let spare = st.spares.remove(0);
+        if st
+            .array
+            .start_rebuild(slot, self.shape.rows(), true, "rebuild")
+            .is_err()
+        {
+            st.spares.insert(0, spare);
+            return false;
+        }
+        eprintln!(
+            "raidlab serve: rebuilding slot {slot} onto {} ({} order)",
+            spare.path(),
+            self.opts.rebuild_order.name()
+        );
+        st.devs[slot as usize] = Some(spare);
+        self.persist(&mut st);
+        drop(st);
+        let job = self.new_job(slot, 0);
+        if let Ok(mut j) = self.rebuild.lock() {
+            *j = Some(job);
+        }
+        true
+    }
+
+    pub fn rebuild_progress(&self) -> Option<Progress> {
+        let job = self.rebuild.lock().ok()?;
+        let j = job.as_ref()?;
+        let st = self.read_state();
+        let done = st.array.rebuilding(j.slot).map(|m| m.count()).unwrap_or(0);
+        Some(Progress {
+            slot: j.slot,
+            units_done: done,
+            units: j.units,
+            elapsed_s: j.started.elapsed().as_secs_f64(),
+            order: self.opts.rebuild_order.name(),
+        })
+    }
+
+    /// Rebuild up to `units_max` units. Returns `Some(wait)` when rate control asks to wait,
+    /// `None` when there is nothing more to do right now.
+    pub fn rebuild_step(&self, units_max: u32) -> Option<Duration> {
+        for _ in 0..units_max {
+            if self.stopping() {
+                return None;
+            }
+            let (slot, unit) = {
+                let mut guard = self.rebuild.lock().ok()?;
+                let j = guard.as_mut()?;
+                let now_ns = j.started.elapsed().as_nanos() as u64;
+                let started_units = j.order.issued().count();
+                let busy = self.busy.swap(false, Ordering::Relaxed);
+                let bytes = started_units * self.shape.chunk_bytes;
+                if let Gate::WaitUntil(t) = j.throttle.gate(now_ns, bytes, busy) {
+                    return Some(Duration::from_nanos(t.saturating_sub(now_ns)).min(Duration::from_millis(100)));
+                }
+                match j.order.next_unit() {
+                    Some(u) => {
+                        j.in_progress = Some(u);
+                        (j.slot, u)
+                    }
+                    None => {
+                        *guard = None;
+                        drop(guard);
+                        self.finish_rebuild_of(slot_of_finished(&self.read_state().array));
+                        return None;
+                    }
+                }
+            };
+            if let Err(failed) = self.rebuild_unit(slot, unit) {
+                // A survivor (or the replacement) failed: fail it; the job is dropped if the
+                // replacement failed or the array cannot go on. Otherwise the unit stays
+                // unrebuilt, and when the order runs out `finish_rebuild_of` starts a fresh
+                // pass over the units left.
+                let _ = self.fail_member(failed, "I/O error during rebuild");
+                if let Ok(mut guard) = self.rebuild.lock() {
+                    if let Some(j) = guard.as_mut() {
+                        j.in_progress = None;
+                    }
+                }
+                return None;
+            }
+            let checkpoint_due = {
+                let mut guard = self.rebuild.lock().ok()?;
+                let j = guard.as_mut()?;
+                j.in_progress = None;
+                let due = j.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
+                if due {
+                    j.last_checkpoint = Instant::now();
+                }
+                due
+            };
+            if checkpoint_due {
+                let mut st = self.write_state();
+                self.persist(&mut st);
+            }
+        }
+        Some(Duration::ZERO)
+    }
+
+    fn finish_rebuild_of(&self, slot: Option<u32>) {
+        let Some(slot) = slot else { return };
+        let mut st = self.write_state();
+        let Some(map) = st.array.rebuilding(slot) else { return };
+        if !map.is_full() {
+            // Units left that the order did not hand out again after a survivor error:
+            // start over on the rest with a fresh job.
+            let done = map.next_clear(0).unwrap_or(map.len());
+            drop(st);
+            let job = self.new_job(slot, done);
+            if let Ok(mut j) = self.rebuild.lock() {
+                *j = Some(job);
+            }
+            return;
+        }
+        st.array.finish_rebuild(slot);
+        let name = st.devs[slot as usize]
+            .as_ref()
+            .map(|d| d.path().to_string())
+            .unwrap_or_default();
+        eprintln!("raidlab serve: rebuild of slot {slot} onto {name} complete");
+        self.persist(&mut st);
+        drop(st);
+        self.maybe_start_rebuild();
+    }
+
+    /// Rebuild one unit (row) of `slot`. `Err(member)` when a survivor read failed.
+    pub(crate) fn rebuild_unit(&self, slot: u32, unit: u64) -> Result<(), u32> {
+        let _row = self.locks.lock_row(unit);
+        let (reads, devs, target, role) = {
+            let st = self.read_state();
+            let Some(map) = st.array.rebuilding(slot) else {
+                return Ok(());
+            };
+            if map.get(unit) {
+                return Ok(());
+            }
+            let n = self.geo.disks();
+            let reads: Vec<u32> = (0..n)
+                .filter(|&d| reads_for(&self.geo, |x| x != slot && st.array.lost(x, unit), slot, unit, d))
+                .collect();
+            let devs: Vec<Option<Arc<dyn Member>>> =
+                reads.iter().map(|&d| st.devs[d as usize].clone()).collect();
+            (reads, devs, st.devs[slot as usize].clone(), self.geo.role(unit, slot))
+        };
+        let bpu = self.geo.blocks_per_stripe_unit() as usize;
+        let block = self.geo.row_block(unit);
+        let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; reads.len()];
+        for ((&d, dev), buf) in reads.iter().zip(devs).zip(bufs.iter_mut()) {
+            self.member_read(d, dev, block, buf)?;
+        }
+        let mut out = vec![0u8; bpu * BLOCK];
+        match self.geo.level() {
+            Level::Raid0 => return Ok(()),
+            Level::Raid1 | Level::Raid10 => out.copy_from_slice(&bufs[0]),
+            Level::Raid5 | Level::Raid6 => {
+                let ndata = self.geo.data_disks() as usize;
+                let par = self.geo.parity_disks(unit);
+                let mut order: Vec<u32> = (0..ndata as u32)
+                    .map(|k| self.geo.data_disk(unit, k))
+                    .collect();
+                order.extend(par.p);
+                order.extend(par.q);
+                let mut chunks: Vec<Vec<u8>> = order
+                    .iter()
+                    .map(|d| match reads.iter().position(|r| r == d) {
+                        Some(i) => std::mem::take(&mut bufs[i]),
+                        None => vec![0u8; bpu * BLOCK],
+                    })
+                    .collect();
+                let missing: Vec<usize> = order
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| !reads.contains(d))
+                    .map(|(i, _)| i)
+                    .collect();
+                {
+                    let mut refs: Vec<&mut [u8]> = chunks.iter_mut().map(|c| c.as_mut_slice()).collect();
+                    parity::reconstruct(ndata, &mut refs, &missing);
+                }
+                let idx = match role {
+                    Role::Data(k) => k as usize,
+                    Role::P => ndata,
+                    Role::Q => ndata + 1,
+                };
+                out.copy_from_slice(&chunks[idx]);
+            }
+        }
+        if self.member_write(slot, target.as_ref(), block, &out).is_err() {
+            // The replacement failed; `fail_member` drops it and the job.
+            return Err(slot);
+        }
+        let mut st = self.write_state();
+        if st.array.rebuilding(slot).is_some() {
+            st.array.mark_rebuilt(slot, unit);
+        }
+        Ok(())
+    }
+}
+
+/// The slot whose rebuild the order finished (the only rebuilding one).
+fn slot_of_finished(array: &raidlab::array::Array) -> Option<u32> {
+    array
+        .failed()
+        .iter()
+        .copied()
+        .find(|&s| array.rebuilding(s).is_some())
+}

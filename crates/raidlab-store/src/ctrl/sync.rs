@@ -1,0 +1,264 @@
+//! The write-intent bitmap, resync after an unclean stop, and md's `check`.
+//!
+//! Like md's bitmap, the array is cut into regions of rows; a region's bit is set (and the
+//! bitmap made durable on the members) before the first write into it, and cleared lazily
+//! once no write has been in flight there for `CLEAR_AFTER`. After a crash only the rows of
+//! regions whose bit is set can have data and parity out of step, so a restart resyncs those
+//! rows only, in the background, while serving: each row is locked, its data read and its
+//! parity (or the other mirror copies) rewritten from the data.
+
+use std::time::{Duration, Instant};
+
+use raidlab::array::{Level, Role};
+
+use super::column::BLOCK;
+use super::{Controller, IoFail};
+use crate::parity;
+
+/// Bits in the bitmap at most (a 4 KiB bit array).
+pub const REGIONS_MAX: u64 = 32768;
+/// A dirty region with no write in flight is cleared after this long.
+pub const CLEAR_AFTER: Duration = Duration::from_secs(2);
+
+#[derive(Default)]
+pub struct Resync {
+    pub rows_per_region: u64,
+    pub dirty: Vec<bool>,
+    inflight: Vec<u32>,
+    last_write: Vec<Option<Instant>>,
+    /// Rows still to resync after an unclean start (a queue of regions, lowest first).
+    pub todo: Vec<u64>,
+    pub resynced_rows: u64,
+    pub repaired_rows: u64,
+}
+
+/// Rows per bitmap region for an array of `rows` rows.
+pub fn rows_per_region(rows: u64) -> u64 {
+    rows.div_ceil(REGIONS_MAX).max(1)
+}
+
+/// What `check` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    pub rows: u64,
+    /// Rows whose parity (or mirror copies) disagree with their data.
+    pub mismatches: u64,
+    /// Rows that could not be checked (a member lost in that row leaves no redundancy to
+    /// compare, or RAID-0).
+    pub skipped: u64,
+}
+
+impl Controller {
+    fn resync_lock(&self) -> std::sync::MutexGuard<'_, Resync> {
+        self.resync.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Set up the bitmap; `dirty_on_disk` holds the regions a previous unclean run left set
+    /// (they are queued for resync).
+    pub fn init_intent(&self, dirty_on_disk: Option<Vec<bool>>) {
+        let rpr = rows_per_region(self.shape.rows());
+        let regions = self.shape.rows().div_ceil(rpr) as usize;
+        let mut r = self.resync_lock();
+        r.rows_per_region = rpr;
+        r.dirty = vec![false; regions];
+        r.inflight = vec![0; regions];
+        r.last_write = vec![None; regions];
+        if let Some(d) = dirty_on_disk {
+            for (i, &bit) in d.iter().enumerate().take(regions) {
+                if bit {
+                    r.dirty[i] = true;
+                    r.todo.push(i as u64);
+                }
+            }
+            r.todo.reverse();
+        }
+    }
+
+    /// Before writing rows `r0..=r1`: set their regions' bits, durable before returning.
+    pub(crate) fn intent_begin(&self, r0: u64, r1: u64) -> Result<(), IoFail> {
+        let mut r = self.resync_lock();
+        if r.rows_per_region == 0 {
+            return Ok(());
+        }
+        let (g0, g1) = (r0 / r.rows_per_region, r1 / r.rows_per_region);
+        let mut changed = false;
+        for g in g0..=g1 {
+            let g = g as usize;
+            r.inflight[g] += 1;
+            if !r.dirty[g] {
+                r.dirty[g] = true;
+                changed = true;
+            }
+        }
+        if changed {
+            if self.is_clean() {
+                self.set_clean(false);
+            }
+            if let Err(e) = self.meta.write_intent(&r.dirty) {
+                eprintln!("raidlab serve: warning: writing the write-intent bitmap failed: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn intent_end(&self, r0: u64, r1: u64) {
+        let mut r = self.resync_lock();
+        if r.rows_per_region == 0 {
+            return;
+        }
+        let now = Instant::now();
+        for g in r0 / r.rows_per_region..=r1 / r.rows_per_region {
+            let g = g as usize;
+            r.inflight[g] -= 1;
+            r.last_write[g] = Some(now);
+        }
+    }
+
+    /// Clear the bits of regions idle for `CLEAR_AFTER` (all idle ones when `all`), except
+    /// those still queued for resync. Returns how many were cleared.
+    pub fn intent_clear_idle(&self, all: bool) -> usize {
+        let mut r = self.resync_lock();
+        let now = Instant::now();
+        let mut cleared = 0;
+        let queued: std::collections::HashSet<u64> = r.todo.iter().copied().collect();
+        for g in 0..r.dirty.len() {
+            let idle = r.inflight[g] == 0
+                && (all || r.last_write[g].is_none_or(|t| now.duration_since(t) >= CLEAR_AFTER));
+            if r.dirty[g] && idle && !queued.contains(&(g as u64)) {
+                r.dirty[g] = false;
+                cleared += 1;
+            }
+        }
+        if cleared > 0 {
+            if let Err(e) = self.meta.write_intent(&r.dirty) {
+                eprintln!("raidlab serve: warning: writing the write-intent bitmap failed: {e}");
+            }
+        }
+        cleared
+    }
+
+    /// Whether a resync is pending (rows of dirty regions after an unclean stop).
+    pub fn resync_pending(&self) -> bool {
+        !self.resync_lock().todo.is_empty()
+    }
+
+    /// Resync one queued region (all its rows). Returns false when nothing is queued.
+    pub fn resync_step(&self) -> bool {
+        let (g, rpr) = {
+            let r = self.resync_lock();
+            match r.todo.last() {
+                Some(&g) => (g, r.rows_per_region),
+                None => return false,
+            }
+        };
+        let first = g * rpr;
+        let last = ((g + 1) * rpr).min(self.shape.rows());
+        let mut repaired = 0;
+        for row in first..last {
+            if self.stopping() {
+                return true;
+            }
+            if let Ok(Some(true)) = self.sync_row(row, true) {
+                repaired += 1;
+            }
+        }
+        let mut r = self.resync_lock();
+        r.todo.pop();
+        r.resynced_rows += last - first;
+        r.repaired_rows += repaired;
+        true
+    }
+
+    /// md's check: compare every row's parity (or copies) with its data; nothing is written.
+    pub fn check(&self) -> CheckReport {
+        let mut rep = CheckReport::default();
+        for row in 0..self.shape.rows() {
+            rep.rows += 1;
+            match self.sync_row(row, false) {
+                Ok(Some(true)) => rep.mismatches += 1,
+                Ok(Some(false)) => {}
+                Ok(None) | Err(_) => rep.skipped += 1,
+            }
+        }
+        rep
+    }
+
+    /// Compare (and with `repair`, rewrite) the redundancy of one row from its data.
+    /// `Ok(Some(mismatch))`, `Ok(None)` when the row has no redundancy left to compare.
+    pub(crate) fn sync_row(&self, row: u64, repair: bool) -> Result<Option<bool>, IoFail> {
+        let _row = self.locks.lock_row(row);
+        let st = self.read_state();
+        if let Some(d) = &st.dead {
+            return Err(IoFail::Failed(d.clone()));
+        }
+        let n = self.geo.disks();
+        let level = self.geo.level();
+        if level == Level::Raid0 || (0..n).any(|d| st.array.lost(d, row)) {
+            return Ok(None);
+        }
+        let bpu = self.geo.blocks_per_stripe_unit() as usize;
+        let block = self.geo.row_block(row);
+        let mut units: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; n as usize];
+        for d in 0..n {
+            let dev = st.devs[d as usize].clone();
+            if self.member_read(d, dev, block, &mut units[d as usize]).is_err() {
+                return Ok(None);
+            }
+        }
+        // What every non-data unit should hold, from the data.
+        let mut mismatch = false;
+        let mut fixes: Vec<(u32, Vec<u8>)> = Vec::new();
+        match level {
+            Level::Raid1 | Level::Raid10 => {
+                for slot in 0..self.geo.data_disks() {
+                    let (d0, copies) = self.geo.copies(row, slot);
+                    for d in d0 + 1..d0 + copies {
+                        if units[d as usize] != units[d0 as usize] {
+                            mismatch = true;
+                            fixes.push((d, units[d0 as usize].clone()));
+                        }
+                    }
+                }
+            }
+            Level::Raid5 | Level::Raid6 => {
+                let mut p = vec![0u8; bpu * BLOCK];
+                let mut q = vec![0u8; bpu * BLOCK];
+                for d in 0..n {
+                    if let Role::Data(k) = self.geo.role(row, d) {
+                        parity::xor_into(&mut p, &units[d as usize]);
+                        if level == Level::Raid6 {
+                            parity::mul_xor_into(&mut q, &units[d as usize], k as usize);
+                        }
+                    }
+                }
+                let par = self.geo.parity_disks(row);
+                if let Some(pd) = par.p {
+                    if units[pd as usize] != p {
+                        mismatch = true;
+                        fixes.push((pd, p));
+                    }
+                }
+                if let Some(qd) = par.q {
+                    if units[qd as usize] != q {
+                        mismatch = true;
+                        fixes.push((qd, q));
+                    }
+                }
+            }
+            Level::Raid0 => {}
+        }
+        if repair {
+            let mut failed = Vec::new();
+            for (d, unit) in &fixes {
+                if self.member_write(*d, st.devs[*d as usize].as_ref(), block, unit).is_err() {
+                    failed.push(*d);
+                }
+            }
+            drop(st);
+            for d in failed {
+                self.fail_member(d, "write error during resync")?;
+            }
+        }
+        Ok(Some(mismatch))
+    }
+}
