@@ -1,43 +1,627 @@
-//! TEMP stand-in until the parity work lands.
-fn gmul(mut a: u8, mut b: u8) -> u8 { let mut p = 0; while b != 0 { if b & 1 != 0 { p ^= a; } let hi = a & 0x80; a <<= 1; if hi != 0 { a ^= 0x1d; } b >>= 1; } p }
-fn gpow(k: usize) -> u8 { let mut r = 1u8; for _ in 0..k { r = gmul(r, 2); } r }
-fn ginv(a: u8) -> u8 { (1..=255u8).find(|&b| gmul(a, b) == 1).unwrap() }
-pub fn xor_into(dst: &mut [u8], src: &[u8]) { for (d, s) in dst.iter_mut().zip(src) { *d ^= s; } }
-pub fn mul_xor_into(dst: &mut [u8], src: &[u8], k: usize) { let g = gpow(k); for (d, s) in dst.iter_mut().zip(src) { *d ^= gmul(*s, g); } }
-/// bufs: data 0..ndata, P, [Q]; fill `missing`.
-pub fn reconstruct(ndata: usize, bufs: &mut [&mut [u8]], missing: &[usize]) {
-    let has_q = bufs.len() > ndata + 1;
-    let len = bufs[0].len();
-    let mut m: Vec<usize> = missing.to_vec(); m.sort();
-    let data_missing: Vec<usize> = m.iter().copied().filter(|&i| i < ndata).collect();
-    match data_missing.len() {
-        0 => {}
-        1 => {
-            let x = data_missing[0];
-            if !m.contains(&ndata) {
-                let mut acc = bufs[ndata].to_vec();
-                for k in 0..ndata { if k != x { xor_into(&mut acc, &bufs[k][..]); } }
-                bufs[x].copy_from_slice(&acc);
-            } else {
-                assert!(has_q);
-                let mut acc = bufs[ndata + 1].to_vec();
-                for k in 0..ndata { if k != x { mul_xor_into(&mut acc, &bufs[k][..], k); } }
-                let inv = ginv(gpow(x));
-                for b in acc.iter_mut() { *b = gmul(*b, inv); }
-                bufs[x].copy_from_slice(&acc);
-            }
+//! RAID parity arithmetic, byte for byte as Linux md's RAID-5/6 (the kernel's `lib/raid6`).
+//!
+//! - P is the XOR of the data chunks.
+//! - Q = Σ g^i · D_i over GF(2^8) with generator g = {02} and polynomial
+//!   x^8 + x^4 + x^3 + x^2 + 1 (0x11d), i = 0..ndata-1 in md's data-slot order (H. Peter
+//!   Anvin, "The mathematics of RAID-6"). Q is computed by Horner's rule from the top slot
+//!   down, q = 2·q ⊕ D_i, with the multiply-by-2 done on eight byte lanes of a u64 at once.
+//! - [`reconstruct`] solves up to two lost buffers of a stripe: one data (from P, or from Q
+//!   when P is lost too), two data, P, Q, or P and Q.
+//!
+//! Crates checked before writing this (none fits md's layout and this crate's needs):
+//! `reed-solomon-erasure` encodes with a Vandermonde-derived systematic matrix whose parity
+//! rows are not (1, 1, …) and (1, 2, 4, …), so its parity is not md's P/Q;
+//! `reed-solomon-simd` and `leopard-codec` work in Leopard's FFT basis (GF(2^16) / Cantor
+//! basis), also not md's; `btrfs-disk`'s `raid56` computes P/Q but has no recovery and comes
+//! with a file-system crate; `rusty_erasure` has an ISA-L-compatible P/Q (same syndrome)
+//! but recovery only through its general matrix coder, and needs Rust 1.95 and edition 2024
+//! (the workspace's MSRV is 1.87).
+//!
+//! Speed without `unsafe` or SIMD intrinsics: XOR is a byte loop the compiler vectorises;
+//! multiply-by-2 works on eight u64 byte lanes, and so does g^k for k ≤ 6 (k doublings in a
+//! register); any other constant reads one 256-entry row of a 64 KiB product table built
+//! at compile time. Measured with
+//! `cargo run --release -p raidlab-store --example parity_speed` (one core of a 2-core
+//! x86-64 Xeon VM, SSE2 baseline, 64 KiB chunks in cache):
+//!
+//! | operation                          | GB/s            |
+//! |------------------------------------|-----------------|
+//! | `xor_into`                         | 45              |
+//! | `mul_xor_into`, k = 1 / 6 / 13     | 21 / 3.6 / 3.1  |
+//! | `gen_pq`, P+Q of 4 data chunks     | 15.6 of data    |
+//! | `reconstruct`, 2 data lost (4+2)   | 5.3 of data, 1.3 per member |
+//! | `reconstruct`, data + P lost (4+2) | 8.6 of data, 2.1 per member |
+//!
+//! So parity stays above the rebuild's 0.5 GB/s per member without SIMD intrinsics; an
+//! SSSE3 `pshufb` nibble-table multiply would be the next step if it ever is not.
+
+use std::mem;
+
+/// The field polynomial x^8 + x^4 + x^3 + x^2 + 1, as md's.
+const POLY: u16 = 0x11d;
+
+/// a · b by shift-and-add (builds the tables at compile time; too slow for data).
+const fn mul_bitwise(a: u8, b: u8) -> u8 {
+    let mut a = a as u16;
+    let mut b = b;
+    let mut p: u16 = 0;
+    let mut i = 0;
+    while i < 8 {
+        if b & 1 != 0 {
+            p ^= a;
         }
-        _ => {
-            let (x, y) = (data_missing[0], data_missing[1]);
-            let mut pxy = bufs[ndata].to_vec(); let mut qxy = bufs[ndata + 1].to_vec();
-            for k in 0..ndata { if k != x && k != y { xor_into(&mut pxy, &bufs[k][..]); mul_xor_into(&mut qxy, &bufs[k][..], k); } }
-            let (gx, gy) = (gpow(x), gpow(y));
-            let inv = ginv(gx ^ gy);
-            let mut dx = vec![0u8; len]; let mut dy = vec![0u8; len];
-            for i in 0..len { let v = gmul(qxy[i] ^ gmul(gy, pxy[i]), inv); dx[i] = v; dy[i] = pxy[i] ^ v; }
-            bufs[x].copy_from_slice(&dx); bufs[y].copy_from_slice(&dy);
+        a <<= 1;
+        if a & 0x100 != 0 {
+            a ^= POLY;
+        }
+        b >>= 1;
+        i += 1;
+    }
+    p as u8
+}
+
+/// EXP[i] = g^i; twice the period so EXP[LOG[a] + LOG[b]] needs no reduction.
+const EXP: [u8; 510] = {
+    let mut t = [0u8; 510];
+    let mut x: u8 = 1;
+    let mut i = 0;
+    while i < 510 {
+        t[i] = x;
+        x = mul_bitwise(x, 2);
+        i += 1;
+    }
+    t
+};
+
+/// LOG[g^i] = i for i in 0..255; LOG[0] is unused (0 has no logarithm).
+const LOG: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 255 {
+        t[EXP[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// MUL[a][b] = a · b: one 256-byte row per constant, so multiplying a buffer by a constant
+/// is one lookup per byte.
+static MUL: [[u8; 256]; 256] = {
+    let mut t = [[0u8; 256]; 256];
+    let mut a = 1;
+    while a < 256 {
+        let mut b = 1;
+        while b < 256 {
+            t[a][b] = EXP[LOG[a] as usize + LOG[b] as usize];
+            b += 1;
+        }
+        a += 1;
+    }
+    t
+};
+
+/// a · b in GF(2^8)/0x11d.
+pub fn gf_mul(a: u8, b: u8) -> u8 {
+    MUL[a as usize][b as usize]
+}
+
+/// g^k, g = {02}; the powers repeat with period 255.
+pub fn gf_exp(k: usize) -> u8 {
+    EXP[k % 255]
+}
+
+/// The multiplicative inverse of `a`; 0 (which has none) maps to 0.
+pub fn gf_inv(a: u8) -> u8 {
+    if a == 0 {
+        return 0;
+    }
+    EXP[255 - LOG[a as usize] as usize]
+}
+
+const LANE_HI: u64 = 0x8080_8080_8080_8080;
+const LANE_LO7: u64 = 0xfefe_fefe_fefe_fefe;
+const LANE_POLY: u64 = 0x1d1d_1d1d_1d1d_1d1d;
+
+/// Multiply each of the eight byte lanes of `v` by 2: shift, and fold the polynomial into
+/// the lanes whose top bit fell out. `(hi << 1) - (hi >> 7)` is 0xff in exactly those lanes.
+#[inline(always)]
+fn mul2_lanes(v: u64) -> u64 {
+    let hi = v & LANE_HI;
+    let mask = (hi << 1).wrapping_sub(hi >> 7);
+    ((v << 1) & LANE_LO7) ^ (mask & LANE_POLY)
+}
+
+#[inline(always)]
+fn mul2_byte(v: u8) -> u8 {
+    (v << 1) ^ if v & 0x80 != 0 { 0x1d } else { 0 }
+}
+
+#[inline(always)]
+fn load(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    u64::from_ne_bytes(a)
+}
+
+/// Bytes handled per step of the word loops: four u64 lanes give the compiler independent
+/// work to interleave or vectorise.
+const STEP: usize = 32;
+
+/// q = 2·q ⊕ d (one step of Horner's rule for Q).
+fn mul2_xor_into(q: &mut [u8], d: &[u8]) {
+    debug_assert_eq!(q.len(), d.len());
+    let mut qc = q.chunks_exact_mut(STEP);
+    let mut dc = d.chunks_exact(STEP);
+    for (qs, ds) in (&mut qc).zip(&mut dc) {
+        for (qw, dw) in qs.chunks_exact_mut(8).zip(ds.chunks_exact(8)) {
+            let v = mul2_lanes(load(qw)) ^ load(dw);
+            qw.copy_from_slice(&v.to_ne_bytes());
         }
     }
-    if m.contains(&ndata) { let mut acc = vec![0u8; len]; for k in 0..ndata { xor_into(&mut acc, &bufs[k][..]); } bufs[ndata].copy_from_slice(&acc); }
-    if has_q && m.contains(&(ndata + 1)) { let mut acc = vec![0u8; len]; for k in 0..ndata { mul_xor_into(&mut acc, &bufs[k][..], k); } bufs[ndata + 1].copy_from_slice(&acc); }
+    for (qb, db) in qc.into_remainder().iter_mut().zip(dc.remainder()) {
+        *qb = mul2_byte(*qb) ^ db;
+    }
+}
+
+/// q = 2·q (Horner's step over a lost data chunk, which counts as zero).
+fn mul2_in_place(q: &mut [u8]) {
+    let mut qc = q.chunks_exact_mut(STEP);
+    for qs in &mut qc {
+        for qw in qs.chunks_exact_mut(8) {
+            let v = mul2_lanes(load(qw));
+            qw.copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+    for qb in qc.into_remainder() {
+        *qb = mul2_byte(*qb);
+    }
+}
+
+/// dst ^= src. Panics if the lengths differ (a caller's bug).
+pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "xor_into: lengths differ");
+    // A plain byte loop: the compiler vectorises it to full-width XORs.
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d ^= *s;
+    }
+}
+
+/// dst ^= g^k · src (the contribution of data slot k to Q). Panics if the lengths differ.
+pub fn mul_xor_into(dst: &mut [u8], src: &[u8], k: usize) {
+    assert_eq!(dst.len(), src.len(), "mul_xor_into: lengths differ");
+    let k = k % 255;
+    if k == 0 {
+        xor_into(dst, src);
+        return;
+    }
+    // A constant count of doublings lets the compiler unroll and vectorise them.
+    match k {
+        1 => return mul_pow2_xor_into::<1>(dst, src),
+        2 => return mul_pow2_xor_into::<2>(dst, src),
+        3 => return mul_pow2_xor_into::<3>(dst, src),
+        4 => return mul_pow2_xor_into::<4>(dst, src),
+        5 => return mul_pow2_xor_into::<5>(dst, src),
+        6 => return mul_pow2_xor_into::<6>(dst, src),
+        _ => {}
+    }
+    let row = &MUL[gf_exp(k) as usize];
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d ^= row[*s as usize];
+    }
+}
+
+/// dst ^= 2^K · src by K doublings of each word in a register. Up to K = 6 this beats the
+/// table lookups (measured by `examples/parity_speed.rs`); small slots are the common ones.
+fn mul_pow2_xor_into<const K: usize>(dst: &mut [u8], src: &[u8]) {
+    let mut dc = dst.chunks_exact_mut(STEP);
+    let mut sc = src.chunks_exact(STEP);
+    for (ds, ss) in (&mut dc).zip(&mut sc) {
+        for (dw, sw) in ds.chunks_exact_mut(8).zip(ss.chunks_exact(8)) {
+            let mut v = load(sw);
+            for _ in 0..K {
+                v = mul2_lanes(v);
+            }
+            dw.copy_from_slice(&(load(dw) ^ v).to_ne_bytes());
+        }
+    }
+    let row = &MUL[gf_exp(K) as usize];
+    for (d, s) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
+        *d ^= row[*s as usize];
+    }
+}
+
+/// buf = c · buf.
+fn mul_in_place(buf: &mut [u8], c: u8) {
+    let row = &MUL[c as usize];
+    for b in buf.iter_mut() {
+        *b = row[*b as usize];
+    }
+}
+
+/// P and Q of full data chunks (`data` in md's data-slot order). Panics if the lengths
+/// differ.
+pub fn gen_pq(data: &[&[u8]], p: &mut [u8], q: Option<&mut [u8]>) {
+    let len = p.len();
+    assert!(
+        data.iter().all(|d| d.len() == len),
+        "gen_pq: lengths differ"
+    );
+    match data.split_first() {
+        None => p.fill(0),
+        Some((first, rest)) => {
+            p.copy_from_slice(first);
+            for d in rest {
+                xor_into(p, d);
+            }
+        }
+    }
+    if let Some(q) = q {
+        assert_eq!(q.len(), len, "gen_pq: lengths differ");
+        match data.split_last() {
+            None => q.fill(0),
+            Some((last, rest)) => {
+                q.copy_from_slice(last);
+                for d in rest.iter().rev() {
+                    mul2_xor_into(q, d);
+                }
+            }
+        }
+    }
+}
+
+/// acc ^= every data chunk of `bufs` but those in `skip`.
+fn xor_data_into(acc: &mut [u8], bufs: &[&mut [u8]], ndata: usize, skip: &[usize]) {
+    for (i, d) in bufs.iter().enumerate().take(ndata) {
+        if !skip.contains(&i) {
+            xor_into(acc, d);
+        }
+    }
+}
+
+/// q = Σ g^i · D_i over the data chunks of `bufs` but those in `skip` (they count as zero).
+fn q_syndrome(q: &mut [u8], bufs: &[&mut [u8]], ndata: usize, skip: &[usize]) {
+    let mut started = false;
+    for i in (0..ndata).rev() {
+        if skip.contains(&i) {
+            // Above the first present chunk q is still zero: nothing to multiply.
+            if started {
+                mul2_in_place(q);
+            }
+        } else if started {
+            mul2_xor_into(q, bufs[i]);
+        } else {
+            q.copy_from_slice(bufs[i]);
+            started = true;
+        }
+    }
+    if !started {
+        q.fill(0);
+    }
+}
+
+/// Fill the entries of `bufs` listed in `missing` from the others.
+///
+/// `bufs` holds data chunks 0..ndata in md's slot order, then P, then optionally Q
+/// (`bufs.len()` is `ndata + 1` or `ndata + 2`), all of one length. `missing` holds
+/// distinct indices into `bufs`: at most two, at most one without Q. The missing entries'
+/// contents on entry are ignored. No allocation: lost buffers are taken out of `bufs` with
+/// `mem::take` while the others are read, and serve as their own workspace.
+///
+/// Panics if those preconditions do not hold (a caller's bug, not bad input).
+pub fn reconstruct(ndata: usize, bufs: &mut [&mut [u8]], missing: &[usize]) {
+    let nbufs = bufs.len();
+    assert!(
+        ndata >= 1 && (nbufs == ndata + 1 || nbufs == ndata + 2),
+        "reconstruct: {nbufs} buffers for {ndata} data chunks"
+    );
+    let has_q = nbufs == ndata + 2;
+    // g^i repeats after 255 slots, and two data slots need distinct g^x, g^y.
+    assert!(
+        !has_q || ndata <= 255,
+        "reconstruct: more than 255 data chunks with Q"
+    );
+    let len = bufs[0].len();
+    assert!(
+        bufs.iter().all(|b| b.len() == len),
+        "reconstruct: lengths differ"
+    );
+    assert!(
+        missing.len() <= if has_q { 2 } else { 1 },
+        "reconstruct: {} missing of {nbufs} buffers",
+        missing.len()
+    );
+    assert!(
+        missing.iter().all(|&m| m < nbufs),
+        "reconstruct: missing index out of range"
+    );
+    let (pi, qi) = (ndata, ndata + 1);
+    match *missing {
+        [] => {}
+        [x] => {
+            if x < ndata {
+                recover_from_p(bufs, ndata, x);
+            } else if x == pi {
+                regen_p(bufs, ndata);
+            } else {
+                regen_q(bufs, ndata);
+            }
+        }
+        [a, b] => {
+            assert_ne!(a, b, "reconstruct: missing twice the same buffer");
+            let (x, y) = (a.min(b), a.max(b));
+            if y < ndata {
+                recover_two_data(bufs, ndata, x, y);
+            } else if x < ndata && y == pi {
+                recover_from_q(bufs, ndata, x);
+                regen_p(bufs, ndata);
+            } else if x < ndata {
+                debug_assert_eq!(y, qi);
+                recover_from_p(bufs, ndata, x);
+                regen_q(bufs, ndata);
+            } else {
+                regen_p(bufs, ndata);
+                regen_q(bufs, ndata);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// D_x = P ⊕ the other data.
+fn recover_from_p(bufs: &mut [&mut [u8]], ndata: usize, x: usize) {
+    let dx = mem::take(&mut bufs[x]);
+    dx.copy_from_slice(bufs[ndata]);
+    xor_data_into(dx, bufs, ndata, &[x]);
+    bufs[x] = dx;
+}
+
+/// D_x = g^-x · (Q ⊕ Σ_{i≠x} g^i D_i).
+fn recover_from_q(bufs: &mut [&mut [u8]], ndata: usize, x: usize) {
+    let dx = mem::take(&mut bufs[x]);
+    q_syndrome(dx, bufs, ndata, &[x]);
+    xor_into(dx, bufs[ndata + 1]);
+    mul_in_place(dx, gf_inv(gf_exp(x)));
+    bufs[x] = dx;
+}
+
+/// Two lost data chunks x < y. With Pxy = P ⊕ Σ_{i≠x,y} D_i = D_x ⊕ D_y and
+/// Qxy = Q ⊕ Σ_{i≠x,y} g^i D_i = g^x D_x ⊕ g^y D_y:
+/// D_x = (g^y · Pxy ⊕ Qxy) / (g^x ⊕ g^y), D_y = Pxy ⊕ D_x.
+fn recover_two_data(bufs: &mut [&mut [u8]], ndata: usize, x: usize, y: usize) {
+    let dx = mem::take(&mut bufs[x]);
+    let dy = mem::take(&mut bufs[y]);
+    // Pxy goes into D_y's buffer and Qxy into D_x's; then one pass turns them into the data.
+    dy.copy_from_slice(bufs[ndata]);
+    xor_data_into(dy, bufs, ndata, &[x, y]);
+    q_syndrome(dx, bufs, ndata, &[x, y]);
+    xor_into(dx, bufs[ndata + 1]);
+    let (gx, gy) = (gf_exp(x), gf_exp(y));
+    let inv = gf_inv(gx ^ gy);
+    let row_p = &MUL[gf_mul(gy, inv) as usize];
+    let row_q = &MUL[inv as usize];
+    for (a, b) in dx.iter_mut().zip(dy.iter_mut()) {
+        let pxy = *b;
+        let v = row_p[pxy as usize] ^ row_q[*a as usize];
+        *a = v;
+        *b = pxy ^ v;
+    }
+    bufs[x] = dx;
+    bufs[y] = dy;
+}
+
+fn regen_p(bufs: &mut [&mut [u8]], ndata: usize) {
+    let p = mem::take(&mut bufs[ndata]);
+    p.copy_from_slice(bufs[0]);
+    xor_data_into(p, bufs, ndata, &[0]);
+    bufs[ndata] = p;
+}
+
+fn regen_q(bufs: &mut [&mut [u8]], ndata: usize) {
+    let q = mem::take(&mut bufs[ndata + 1]);
+    q_syndrome(q, bufs, ndata, &[]);
+    bufs[ndata + 1] = q;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The definition, written independently of the tables: carry-less multiply to 16 bits,
+    /// then reduce by 0x11d from the top bit down.
+    fn ref_mul(a: u8, b: u8) -> u8 {
+        let mut prod: u32 = 0;
+        for bit in 0..8 {
+            if (b >> bit) & 1 == 1 {
+                prod ^= (a as u32) << bit;
+            }
+        }
+        for bit in (8..16).rev() {
+            if (prod >> bit) & 1 == 1 {
+                prod ^= 0x11d << (bit - 8);
+            }
+        }
+        prod as u8
+    }
+
+    fn ref_pow2(k: usize) -> u8 {
+        (0..k).fold(1u8, |acc, _| ref_mul(acc, 2))
+    }
+
+    /// P and Q straight from their definitions.
+    fn ref_pq(data: &[Vec<u8>], len: usize) -> (Vec<u8>, Vec<u8>) {
+        let mut p = vec![0u8; len];
+        let mut q = vec![0u8; len];
+        for (i, d) in data.iter().enumerate() {
+            let c = ref_pow2(i);
+            for j in 0..len {
+                p[j] ^= d[j];
+                q[j] ^= ref_mul(c, d[j]);
+            }
+        }
+        (p, q)
+    }
+
+    /// Deterministic bytes (splitmix64) so a proptest case is just a seed.
+    fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = s;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                (z ^ (z >> 31)) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn worked_values() {
+        // x^8 = x^4 + x^3 + x^2 + 1 modulo the polynomial.
+        assert_eq!(gf_exp(8), 0x1d);
+        assert_eq!(gf_exp(7), 0x80);
+        assert_eq!(gf_exp(255), 1);
+        assert_eq!(gf_exp(256), 2);
+        // 0x53 · 0xca: carry-less product 0x3f7e, reduced by 0x11d << 5, << 4, << 3, << 2
+        // and << 0 gives 0x8f (by hand; in AES's field 0x11b it would be 0x01).
+        assert_eq!(gf_mul(0x53, 0xca), 0x8f);
+        assert_eq!(gf_mul(0x80, 2), 0x1d);
+        assert_eq!(gf_inv(1), 1);
+        assert_eq!(gf_inv(0), 0);
+        // 2 · 0x8e = 0x11c ⊕ 0x11d = 1.
+        assert_eq!(gf_inv(2), 0x8e);
+    }
+
+    #[test]
+    fn tiny_stripe() {
+        // Q = D0 ⊕ 2·D1 ⊕ 4·D2: byte 0 is 01 ⊕ 04 ⊕ 10 = 15; byte 1 is
+        // 80 ⊕ 2·80 ⊕ 4·01 = 80 ⊕ 1d ⊕ 04 = 99.
+        let d0 = [0x01u8, 0x80];
+        let d1 = [0x02u8, 0x80];
+        let d2 = [0x04u8, 0x01];
+        let mut p = [0u8; 2];
+        let mut q = [0u8; 2];
+        gen_pq(&[&d0, &d1, &d2], &mut p, Some(&mut q));
+        assert_eq!(p, [0x07, 0x01]);
+        assert_eq!(q, [0x15, 0x99]);
+        let (mut a, mut b, mut c) = ([0xaau8; 2], d1, [0x55u8; 2]);
+        let mut refs: Vec<&mut [u8]> = vec![&mut a, &mut b, &mut c, &mut p, &mut q];
+        reconstruct(3, &mut refs, &[2, 0]);
+        assert_eq!((a, c), (d0, d2));
+    }
+
+    #[test]
+    fn tables_match_the_definition_for_every_pair() {
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                assert_eq!(gf_mul(a, b), ref_mul(a, b), "{a:#x} * {b:#x}");
+                assert_eq!(mul_bitwise(a, b), ref_mul(a, b), "{a:#x} * {b:#x}");
+            }
+            if a != 0 {
+                assert_eq!(ref_mul(a, gf_inv(a)), 1, "inverse of {a:#x}");
+                assert_eq!(EXP[LOG[a as usize] as usize], a);
+            }
+        }
+        for k in 0..600 {
+            assert_eq!(gf_exp(k), ref_pow2(k), "g^{k}");
+        }
+    }
+
+    #[test]
+    fn lane_multiply_by_2_matches_the_definition() {
+        for a in 0..=255u8 {
+            assert_eq!(mul2_byte(a), ref_mul(a, 2));
+            let v = u64::from_ne_bytes([a, !a, a ^ 0x80, 0, 0xff, a, 1, 0x80]);
+            let want = v.to_ne_bytes().map(|b| ref_mul(b, 2));
+            assert_eq!(mul2_lanes(v).to_ne_bytes(), want);
+        }
+    }
+
+    #[test]
+    fn mul_xor_into_every_power() {
+        // Every byte value, at a length with a word part and a tail.
+        let src: Vec<u8> = (0..=255u8).chain(0..45).collect();
+        let base = bytes(7, src.len());
+        for k in 0..300 {
+            let mut dst = base.clone();
+            mul_xor_into(&mut dst, &src, k);
+            let c = ref_pow2(k);
+            for j in 0..src.len() {
+                assert_eq!(dst[j], base[j] ^ ref_mul(c, src[j]), "k {k} byte {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_missing_leaves_the_stripe_alone() {
+        let mut a = [1u8, 2];
+        let mut p = [9u8, 9];
+        let mut refs: Vec<&mut [u8]> = vec![&mut a, &mut p];
+        reconstruct(1, &mut refs, &[]);
+        assert_eq!((a, p), ([1, 2], [9, 9]));
+    }
+
+    #[test]
+    #[should_panic(expected = "missing")]
+    fn two_missing_without_q_is_refused() {
+        let (mut a, mut b, mut p) = ([0u8; 4], [0u8; 4], [0u8; 4]);
+        let mut refs: Vec<&mut [u8]> = vec![&mut a, &mut b, &mut p];
+        reconstruct(2, &mut refs, &[0, 1]);
+    }
+
+    /// Lengths: empty, odd, word multiples and a word-loop step plus a tail.
+    fn lengths() -> impl Strategy<Value = usize> {
+        prop_oneof![0usize..=17, (1usize..=12).prop_map(|w| 8 * w), 60usize..=80]
+    }
+
+    proptest! {
+        #[test]
+        fn gen_pq_matches_the_definition(ndata in 0usize..=16, len in lengths(), seed: u64) {
+            let data: Vec<Vec<u8>> =
+                (0..ndata).map(|i| bytes(seed ^ i as u64, len)).collect();
+            let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+            let (mut p, mut q) = (bytes(1, len), bytes(2, len));
+            gen_pq(&refs, &mut p, Some(&mut q));
+            let (rp, rq) = ref_pq(&data, len);
+            prop_assert_eq!(p, rp);
+            prop_assert_eq!(q, rq);
+        }
+
+        #[test]
+        fn every_loss_of_two_or_fewer_is_repaired(ndata in 1usize..=16, len in lengths(), seed: u64) {
+            let mut stripe: Vec<Vec<u8>> =
+                (0..ndata).map(|i| bytes(seed.wrapping_add(i as u64), len)).collect();
+            let (p, q) = ref_pq(&stripe, len);
+            stripe.push(p);
+            stripe.push(q);
+            let n = stripe.len();
+            let mut sets: Vec<Vec<usize>> = vec![vec![]];
+            for a in 0..n {
+                sets.push(vec![a]);
+                for b in 0..n {
+                    if a != b {
+                        sets.push(vec![a, b]);
+                    }
+                }
+            }
+            for missing in &sets {
+                // With Q, and (one loss at most) without it.
+                for with_q in [true, false] {
+                    let nb = if with_q { n } else { n - 1 };
+                    if missing.iter().any(|&m| m >= nb) || (!with_q && missing.len() > 1) {
+                        continue;
+                    }
+                    let mut work: Vec<Vec<u8>> = stripe[..nb].to_vec();
+                    for &m in missing {
+                        work[m] = bytes(!seed ^ m as u64, len);
+                    }
+                    let mut refs: Vec<&mut [u8]> =
+                        work.iter_mut().map(|b| b.as_mut_slice()).collect();
+                    reconstruct(ndata, &mut refs, missing);
+                    prop_assert!(work[..] == stripe[..nb], "missing {:?} with_q {}", missing, with_q);
+                }
+            }
+        }
+    }
 }
