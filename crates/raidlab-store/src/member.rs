@@ -7,7 +7,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 /// One member device. Every method may be called from many threads at once.
 ///
@@ -109,7 +111,10 @@ impl Member for MemMember {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let mut d = self.data.write().unwrap_or_else(|e| e.into_inner());
         if past_end(offset, buf.len(), d.len()) {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "write past the end"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "write past the end",
+            ));
         }
         let o = offset as usize;
         d[o..o + buf.len()].copy_from_slice(buf);
@@ -126,5 +131,333 @@ impl Member for MemMember {
 
     fn path(&self) -> &str {
         &self.name
+    }
+}
+
+/// Linux's EIO: what a failing disk returns.
+const EIO: i32 = 5;
+
+/// The longest [`FaultMember::delay`]: a test that wants a slow member should not hang.
+const MAX_DELAY: Duration = Duration::from_secs(1);
+
+fn eio() -> io::Error {
+    io::Error::from_raw_os_error(EIO)
+}
+
+/// A member whose faults a test sets at run time, from any thread, while the controller uses
+/// it (every setter takes `&self`).
+///
+/// Every `read_at`, `write_at` and `sync` is one data operation: it counts in [`ops`], and in
+/// [`failures`] when it returns an error (injected or the inner member's). Checks, in order:
+/// the delay; [`fail_now`]; [`fail_after_ops`]; [`fail_range`] (reads and writes); short I/O
+/// (reads and writes); then the inner member.
+///
+/// [`ops`]: FaultMember::ops
+/// [`failures`]: FaultMember::failures
+/// [`fail_now`]: FaultMember::fail_now
+/// [`fail_after_ops`]: FaultMember::fail_after_ops
+/// [`fail_range`]: FaultMember::fail_range
+#[derive(Debug)]
+pub struct FaultMember {
+    inner: Arc<dyn Member>,
+    ops: AtomicU64,
+    failures: AtomicU64,
+    /// Operations with a number (1-based) above this fail; u64::MAX: never.
+    fail_above: AtomicU64,
+    fail_all: AtomicBool,
+    short: AtomicBool,
+    delay_nanos: AtomicU64,
+    /// Byte ranges [start, end) whose reads and writes fail.
+    ranges: Mutex<Vec<(u64, u64)>>,
+}
+
+impl FaultMember {
+    pub fn new(inner: Arc<dyn Member>) -> FaultMember {
+        FaultMember {
+            inner,
+            ops: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            fail_above: AtomicU64::new(u64::MAX),
+            fail_all: AtomicBool::new(false),
+            short: AtomicBool::new(false),
+            delay_nanos: AtomicU64::new(0),
+            ranges: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The next `n` data operations succeed (as far as this fault goes); every one after
+    /// them fails with EIO. Counted from this call.
+    pub fn fail_after_ops(&self, n: u64) {
+        let done = self.ops.load(Ordering::SeqCst);
+        self.fail_above
+            .store(done.saturating_add(n), Ordering::SeqCst);
+    }
+
+    /// Reads and writes touching a byte of [start, end) fail with EIO (a bad region); ranges
+    /// add up until [`heal`](FaultMember::heal).
+    pub fn fail_range(&self, start: u64, end: u64) {
+        self.ranges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((start, end));
+    }
+
+    /// Every operation fails with EIO (the member died).
+    pub fn fail_now(&self) {
+        self.fail_all.store(true, Ordering::SeqCst);
+    }
+
+    /// Stop failing: clears fail_now, fail_after_ops, the ranges and short I/O (not the
+    /// delay, which is no fault).
+    pub fn heal(&self) {
+        self.fail_all.store(false, Ordering::SeqCst);
+        self.fail_above.store(u64::MAX, Ordering::SeqCst);
+        self.short.store(false, Ordering::SeqCst);
+        self.ranges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Reads and writes transfer only the first half of the buffer and then fail: a short
+    /// read is `UnexpectedEof`, a short write `WriteZero` after writing the first half (a
+    /// torn write).
+    pub fn short_io(&self, on: bool) {
+        self.short.store(on, Ordering::SeqCst);
+    }
+
+    /// Sleep this long before each operation (capped at 1 s; zero for none).
+    pub fn delay(&self, d: Duration) {
+        let nanos = d.min(MAX_DELAY).as_nanos() as u64;
+        self.delay_nanos.store(nanos, Ordering::SeqCst);
+    }
+
+    /// Data operations attempted so far.
+    pub fn ops(&self) -> u64 {
+        self.ops.load(Ordering::SeqCst)
+    }
+
+    /// Data operations that returned an error so far.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
+    /// The checks every operation makes before it reaches the inner member; `span` is the
+    /// byte range of a read or write.
+    fn admit(&self, span: Option<(u64, usize)>) -> io::Result<()> {
+        let nanos = self.delay_nanos.load(Ordering::SeqCst);
+        if nanos > 0 {
+            std::thread::sleep(Duration::from_nanos(nanos));
+        }
+        let nth = self.ops.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_all.load(Ordering::SeqCst) || nth > self.fail_above.load(Ordering::SeqCst) {
+            return Err(eio());
+        }
+        if let Some((offset, len)) = span {
+            let end = offset.saturating_add(len as u64);
+            let ranges = self.ranges.lock().unwrap_or_else(|e| e.into_inner());
+            // An empty transfer touches no byte, so no range.
+            if len > 0 && ranges.iter().any(|&(s, e)| offset < e && s < end) {
+                return Err(eio());
+            }
+        }
+        Ok(())
+    }
+
+    /// Count an error on its way out.
+    fn tally<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if r.is_err() {
+            self.failures.fetch_add(1, Ordering::SeqCst);
+        }
+        r
+    }
+}
+
+impl Member for FaultMember {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let r = self.admit(Some((offset, buf.len()))).and_then(|()| {
+            if self.short.load(Ordering::SeqCst) {
+                let half = buf.len() / 2;
+                self.inner.read_at(&mut buf[..half], offset)?;
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"));
+            }
+            self.inner.read_at(buf, offset)
+        });
+        self.tally(r)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let r = self.admit(Some((offset, buf.len()))).and_then(|()| {
+            if self.short.load(Ordering::SeqCst) {
+                let half = buf.len() / 2;
+                self.inner.write_at(&buf[..half], offset)?;
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "short write"));
+            }
+            self.inner.write_at(buf, offset)
+        });
+        self.tally(r)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let r = self.admit(None).and_then(|()| self.inner.sync());
+        self.tally(r)
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.inner.len_bytes()
+    }
+
+    fn path(&self) -> &str {
+        self.inner.path()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn fault(len: u64) -> (Arc<MemMember>, FaultMember) {
+        let mem = Arc::new(MemMember::new("m0", len));
+        let inner: Arc<dyn Member> = mem.clone();
+        (mem, FaultMember::new(inner))
+    }
+
+    fn is_eio(r: io::Result<()>) -> bool {
+        r.is_err_and(|e| e.raw_os_error() == Some(EIO))
+    }
+
+    #[test]
+    fn passes_through_when_healthy() {
+        let (mem, f) = fault(64);
+        f.write_at(&[1, 2, 3], 10).unwrap();
+        let mut b = [0u8; 3];
+        f.read_at(&mut b, 10).unwrap();
+        f.sync().unwrap();
+        assert_eq!(b, [1, 2, 3]);
+        assert_eq!(&mem.contents()[10..13], &[1, 2, 3]);
+        assert_eq!((f.ops(), f.failures()), (3, 0));
+        assert_eq!((f.len_bytes(), f.path()), (64, "m0"));
+    }
+
+    #[test]
+    fn fail_after_ops_counts_from_the_call() {
+        let (_, f) = fault(64);
+        let mut b = [0u8; 4];
+        f.read_at(&mut b, 0).unwrap();
+        f.fail_after_ops(2);
+        f.write_at(&b, 0).unwrap();
+        f.sync().unwrap();
+        assert!(is_eio(f.read_at(&mut b, 0)));
+        assert!(is_eio(f.sync()));
+        assert!(is_eio(f.write_at(&b, 8)));
+        assert_eq!((f.ops(), f.failures()), (6, 3));
+        f.heal();
+        f.sync().unwrap();
+        assert_eq!((f.ops(), f.failures()), (7, 3));
+    }
+
+    #[test]
+    fn fail_range_hits_only_overlapping_transfers() {
+        let (mem, f) = fault(64);
+        f.fail_range(16, 24);
+        let mut b = [0u8; 8];
+        f.read_at(&mut b, 8).unwrap(); // [8, 16): touches no byte of [16, 24)
+        f.read_at(&mut b, 24).unwrap();
+        assert!(is_eio(f.read_at(&mut b, 9))); // [9, 17)
+        assert!(is_eio(f.write_at(&[7; 8], 20))); // [20, 28)
+        assert!(is_eio(f.read_at(&mut b[..1], 23)));
+        f.read_at(&mut [], 20).unwrap(); // empty: no byte touched
+        f.sync().unwrap();
+        assert_eq!((f.ops(), f.failures()), (7, 3));
+        assert_eq!(
+            &mem.contents()[20..28],
+            &[0; 8],
+            "a failed write wrote nothing"
+        );
+    }
+
+    #[test]
+    fn fail_now_and_heal() {
+        let (_, f) = fault(64);
+        f.fail_now();
+        assert!(is_eio(f.sync()));
+        assert!(is_eio(f.write_at(&[1], 0)));
+        f.heal();
+        f.write_at(&[1], 0).unwrap();
+        assert_eq!((f.ops(), f.failures()), (3, 2));
+    }
+
+    #[test]
+    fn short_io_tears_writes_and_cuts_reads() {
+        let (mem, f) = fault(64);
+        f.short_io(true);
+        let e = f.write_at(&[9; 8], 0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WriteZero);
+        assert_eq!(&mem.contents()[..8], &[9, 9, 9, 9, 0, 0, 0, 0]);
+        let mut b = [0xaa_u8; 8];
+        let e = f.read_at(&mut b, 2).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(b, [9, 9, 0, 0, 0xaa, 0xaa, 0xaa, 0xaa]);
+        f.sync().unwrap();
+        f.short_io(false);
+        f.read_at(&mut b, 0).unwrap();
+        assert_eq!((f.ops(), f.failures()), (4, 2));
+    }
+
+    #[test]
+    fn delay_is_applied_and_capped() {
+        let (_, f) = fault(64);
+        f.delay(Duration::from_millis(20));
+        let t = Instant::now();
+        f.sync().unwrap();
+        f.sync().unwrap();
+        assert!(t.elapsed() >= Duration::from_millis(40));
+        f.delay(Duration::from_secs(3600));
+        assert_eq!(f.delay_nanos.load(Ordering::SeqCst), 1_000_000_000);
+        f.delay(Duration::ZERO);
+        assert_eq!((f.ops(), f.failures()), (2, 0));
+    }
+
+    #[test]
+    fn faults_set_from_another_thread() {
+        let (_, f) = fault(64);
+        let f = Arc::new(f);
+        let g = f.clone();
+        std::thread::spawn(move || g.fail_now()).join().unwrap();
+        assert!(is_eio(f.sync()));
+        assert_eq!(f.failures(), 1);
+    }
+
+    /// Removes the file when the test ends, passing or not.
+    struct TempFile(std::path::PathBuf);
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn file_member_round_trip() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!("raidlab-member-{}-{nanos}", std::process::id());
+        let tmp = TempFile(std::env::temp_dir().join(name));
+        File::create(&tmp.0).unwrap().set_len(8192).unwrap();
+        let m = FileMember::open(tmp.0.to_str().unwrap()).unwrap();
+        assert_eq!(m.len_bytes(), 8192);
+        assert_eq!(m.path(), tmp.0.to_str().unwrap());
+        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+        m.write_at(&data, 4096).unwrap();
+        m.sync().unwrap();
+        let mut back = vec![0u8; 4096];
+        m.read_at(&mut back, 4096).unwrap();
+        assert_eq!(back, data);
+        m.read_at(&mut back[..10], 0).unwrap();
+        assert_eq!(&back[..10], &[0; 10], "unwritten bytes read as zeros");
+        let e = m.read_at(&mut back, 6000).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
     }
 }
