@@ -1,0 +1,489 @@
+//! `create`: make a new array in a directory (sparse member files, or explicit devices).
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use raidlab::array::{Array, ArraySpec, Layout, Level};
+use raidlab::{Error, Result};
+
+use super::bitmap::encode_bitmap;
+use super::manifest::{self, manifest_path, sync_dir, write_manifest};
+use super::superblock::{check_shape, decode, DevRole, Superblock, NAME_BYTES};
+use super::{
+    new_uuid, uuid_string, BITMAP_OFFSET, CHUNK_MAX, CHUNK_MIN, DATA_OFFSET_BYTES, DISKS_MAX,
+    MEMBER_DATA_MAX, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET,
+};
+use crate::ctrl::sync::rows_per_region;
+use crate::ctrl::{Shape, SlotState};
+
+#[derive(Debug, Clone)]
+pub struct CreateSpec {
+    pub dir: PathBuf,
+    pub name: String,
+    pub level: Level,
+    pub layout: Layout,
+    pub disks: u32,
+    pub chunk_bytes: u64,
+    /// Data bytes per member; rounded down to whole chunks.
+    pub member_data_bytes: u64,
+    pub spares: u32,
+    /// Explicit member paths (files or block devices), `disks` members then `spares` spares;
+    /// `None` creates sparse files `DIR/disk0..` and `DIR/spare0..`.
+    pub members: Option<Vec<PathBuf>>,
+    /// Overwrite an array already in DIR, and reuse devices that carry a superblock.
+    pub force: bool,
+}
+
+/// What `create` made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub dir: PathBuf,
+    pub name: String,
+    pub uuid: [u8; 16],
+    pub shape: Shape,
+    pub members: Vec<PathBuf>,
+    pub spares: Vec<PathBuf>,
+    /// The members' old contents were kept (explicit devices), so the array starts dirty
+    /// with every bitmap region set: the first assembly resyncs parity in the background.
+    pub initial_resync: bool,
+}
+
+fn display(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The core's level and disk-count checks, under this API's argument names.
+fn core_checks(spec: &CreateSpec) -> Result<()> {
+    let a = ArraySpec {
+        level: spec.level,
+        disks: spec.disks,
+        stripe_unit_bytes: spec.chunk_bytes,
+        layout: spec.layout,
+        failed: Vec::new(),
+        block_size: CHUNK_MIN as u32,
+    };
+    Array::new(&a).map(|_| ()).map_err(|e| match e {
+        Error::Config { key, msg } => {
+            let key = match key.as_str() {
+                "array.stripe_unit" => "chunk",
+                k => k.strip_prefix("array.").unwrap_or(k),
+            };
+            Error::config(key, msg)
+        }
+        other => other,
+    })
+}
+
+/// Check every argument; returns the member data size rounded down to whole chunks.
+fn validate(spec: &CreateSpec) -> Result<u64> {
+    let name = &spec.name;
+    if name.is_empty() || name.len() > NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(Error::config(
+            "name",
+            format!(
+                "{name:?}: expected 1 to {NAME_BYTES} bytes of UTF-8 without control characters"
+            ),
+        ));
+    }
+    if spec.disks > DISKS_MAX {
+        return Err(Error::config(
+            "disks",
+            format!("expected at most {DISKS_MAX} members, got {}", spec.disks),
+        ));
+    }
+    let c = spec.chunk_bytes;
+    if !c.is_power_of_two() || !(CHUNK_MIN..=CHUNK_MAX).contains(&c) {
+        return Err(Error::config(
+            "chunk",
+            format!("expected a power of two from {CHUNK_MIN} to {CHUNK_MAX} bytes, got {c}"),
+        ));
+    }
+    core_checks(spec)?;
+    let size = spec.member_data_bytes / c * c;
+    if size == 0 || size > MEMBER_DATA_MAX {
+        return Err(Error::config(
+            "size",
+            format!(
+                "{} bytes per member: expected at least one chunk ({c} bytes) and at most {MEMBER_DATA_MAX}",
+                spec.member_data_bytes
+            ),
+        ));
+    }
+    let devices = spec.disks as usize + spec.spares as usize;
+    if devices > manifest::PATHS_MAX {
+        return Err(Error::config(
+            "spares",
+            format!(
+                "{devices} devices in all, expected at most {}",
+                manifest::PATHS_MAX
+            ),
+        ));
+    }
+    check_shape(
+        spec.level,
+        spec.layout,
+        spec.disks,
+        c,
+        DATA_OFFSET_BYTES,
+        size,
+    )
+    .map_err(|m| Error::config("size", m))?;
+    Ok(size)
+}
+
+/// Check an explicit member before anything is written: it exists, is big enough, and (unless
+/// `force`) is not some array's member already.
+fn check_explicit(path: &Path, need: u64, force: bool) -> Result<()> {
+    let name = display(path);
+    let mut f = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::store(
+            &name,
+            "does not exist (explicit members must exist: create the file or name a block device)",
+        )),
+        Err(e) => return Err(Error::io(&name, &e)),
+    };
+    // A block device's metadata length is 0: seek to its end instead.
+    let len = f.seek(SeekFrom::End(0)).map_err(|e| Error::io(&name, &e))?;
+    if len < need {
+        return Err(Error::store(
+            &name,
+            format!(
+                "{len} bytes is too small: a member needs data offset {DATA_OFFSET_BYTES} + member data {} = {need} bytes",
+                need - DATA_OFFSET_BYTES
+            ),
+        ));
+    }
+    let mut b = [0u8; SUPERBLOCK_BYTES];
+    if !force && f.read_exact_at(&mut b, SUPERBLOCK_OFFSET).is_ok() {
+        if let Ok(sb) = decode(&b, &name) {
+            return Err(Error::store(
+                &name,
+                format!(
+                    "already a member of array {:?} (uuid {}); use force to reuse it",
+                    sb.name,
+                    uuid_string(&sb.array_uuid)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Write a member's metadata area: zeros up to the data offset, then its superblock and bitmap.
+fn write_meta(f: &File, name: &str, sb: &Superblock, bitmap: &[u8]) -> Result<()> {
+    let io = |e: std::io::Error| Error::io(name, &e);
+    let zeros = vec![0u8; 64 << 10];
+    // Bounded: DATA_OFFSET_BYTES / 64 KiB = 16 writes.
+    let mut off = 0;
+    while off < DATA_OFFSET_BYTES {
+        f.write_all_at(&zeros, off).map_err(io)?;
+        off += zeros.len() as u64;
+    }
+    f.write_all_at(&sb.encode(), SUPERBLOCK_OFFSET)
+        .map_err(io)?;
+    f.write_all_at(bitmap, BITMAP_OFFSET).map_err(io)?;
+    f.sync_data().map_err(io)
+}
+
+/// Create the array `spec` describes. Everything is validated before the first write.
+pub fn create(spec: &CreateSpec) -> Result<Created> {
+    let size = validate(spec)?;
+    let need = DATA_OFFSET_BYTES + size;
+    let dir = &spec.dir;
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::store(display(dir), "exists and is not a directory"));
+    }
+    let mp = manifest_path(dir);
+    if mp.exists() && !spec.force {
+        return Err(Error::store(
+            display(&mp),
+            "the directory already holds an array (use force to overwrite it)",
+        ));
+    }
+    let n = spec.disks as usize + spec.spares as usize;
+    let (paths, explicit) = match &spec.members {
+        Some(list) => {
+            if list.len() != n {
+                return Err(Error::config(
+                    "members",
+                    format!(
+                        "{} paths given, expected {n} ({} members and {} spares)",
+                        list.len(),
+                        spec.disks,
+                        spec.spares
+                    ),
+                ));
+            }
+            for (i, p) in list.iter().enumerate() {
+                let abs = std::path::absolute(p).map_err(|e| Error::io(display(p), &e))?;
+                for q in &list[..i] {
+                    if std::path::absolute(q).ok().as_deref() == Some(abs.as_path()) {
+                        return Err(Error::config(
+                            "members",
+                            format!("{} is listed twice", display(p)),
+                        ));
+                    }
+                }
+                check_explicit(p, need, spec.force)?;
+            }
+            (list.clone(), true)
+        }
+        None => {
+            let list: Vec<PathBuf> = (0..spec.disks)
+                .map(|i| dir.join(format!("disk{i}")))
+                .chain((0..spec.spares).map(|i| dir.join(format!("spare{i}"))))
+                .collect();
+            if !spec.force {
+                if let Some(p) = list.iter().find(|p| p.exists()) {
+                    return Err(Error::store(
+                        display(p),
+                        "exists already (use force to overwrite it)",
+                    ));
+                }
+            }
+            (list, false)
+        }
+    };
+
+    // Validated: from here on, write.
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(display(dir), &e))?;
+    let uuid = new_uuid();
+    let shape = Shape {
+        level: spec.level,
+        layout: spec.layout,
+        disks: spec.disks,
+        chunk_bytes: spec.chunk_bytes,
+        data_offset_bytes: DATA_OFFSET_BYTES,
+        member_data_bytes: size,
+    };
+    // New sparse files read as zeros, and zeros are consistent for every level (the XOR and
+    // the RAID-6 Q of zero chunks are zero), so such an array needs no initial resync.
+    // Explicit devices keep whatever they held: their parity is resynced at first assembly,
+    // as md does after a create (RAID-0 has no redundancy to make consistent).
+    let initial_resync = explicit && spec.level != Level::Raid0;
+    let rpr = rows_per_region(shape.rows());
+    let regions = shape.rows().div_ceil(rpr) as usize;
+    let bitmap = encode_bitmap(1, rpr, &vec![initial_resync; regions]);
+    for (i, p) in paths.iter().enumerate() {
+        let name = display(p);
+        let f = if explicit {
+            OpenOptions::new().read(true).write(true).open(p)
+        } else {
+            File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(p)
+        }
+        .map_err(|e| Error::io(&name, &e))?;
+        if !explicit {
+            f.set_len(need).map_err(|e| Error::io(&name, &e))?;
+        }
+        let role = if i < spec.disks as usize {
+            DevRole::Slot(i as u32)
+        } else {
+            DevRole::Spare
+        };
+        let sb = Superblock {
+            array_uuid: uuid,
+            device_uuid: new_uuid(),
+            name: spec.name.clone(),
+            level: spec.level,
+            layout: spec.layout,
+            disks: spec.disks,
+            role,
+            chunk_bytes: spec.chunk_bytes,
+            data_offset_bytes: DATA_OFFSET_BYTES,
+            member_data_bytes: size,
+            events: 1,
+            clean: !initial_resync,
+            slots: vec![SlotState::InSync; spec.disks as usize],
+        };
+        write_meta(&f, &name, &sb, &bitmap)?;
+    }
+    // The manifest last: its presence marks a complete array. It syncs DIR, which also makes
+    // the new member files' names durable.
+    write_manifest(dir, &paths)?;
+    sync_dir(dir)?;
+    let members = paths[..spec.disks as usize].to_vec();
+    let spares = paths[spec.disks as usize..].to_vec();
+    Ok(Created {
+        dir: dir.clone(),
+        name: spec.name.clone(),
+        uuid,
+        shape,
+        members,
+        spares,
+        initial_resync,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::format::testutil::TempDir;
+
+    pub(crate) fn spec(dir: &Path, level: Level, disks: u32) -> CreateSpec {
+        CreateSpec {
+            dir: dir.to_path_buf(),
+            name: "t".into(),
+            level,
+            layout: Layout::LeftSymmetric,
+            disks,
+            chunk_bytes: 4096,
+            member_data_bytes: 16 * 4096 + 100,
+            spares: 0,
+            members: None,
+            force: false,
+        }
+    }
+
+    #[test]
+    fn sparse_files_and_rounding() {
+        let t = TempDir::new("create");
+        let d = t.path().join("a");
+        let c = create(&CreateSpec {
+            spares: 1,
+            ..spec(&d, Level::Raid6, 4)
+        })
+        .unwrap();
+        assert_eq!(c.shape.member_data_bytes, 16 * 4096);
+        assert_eq!(c.members.len(), 4);
+        assert_eq!(c.spares, vec![d.join("spare0")]);
+        assert!(!c.initial_resync);
+        for p in c.members.iter().chain(&c.spares) {
+            assert_eq!(std::fs::metadata(p).unwrap().len(), (1 << 20) + 16 * 4096);
+        }
+        let e = create(&spec(&d, Level::Raid6, 4)).unwrap_err().to_string();
+        assert!(
+            e.contains("members.json: the directory already holds an array"),
+            "{e}"
+        );
+        create(&CreateSpec {
+            force: true,
+            ..spec(&d, Level::Raid5, 3)
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn bad_arguments_write_nothing() {
+        let t = TempDir::new("create-bad");
+        let d = t.path().join("a");
+        let cases: Vec<(CreateSpec, &str)> = vec![
+            (
+                spec(&d, Level::Raid5, 2),
+                "config key `disks`: raid5 needs at least 3",
+            ),
+            (
+                spec(&d, Level::Raid10, 5),
+                "config key `disks`: raid10 needs an even",
+            ),
+            (
+                CreateSpec {
+                    chunk_bytes: 6000,
+                    ..spec(&d, Level::Raid0, 2)
+                },
+                "`chunk`",
+            ),
+            (
+                CreateSpec {
+                    chunk_bytes: 2048,
+                    ..spec(&d, Level::Raid0, 2)
+                },
+                "`chunk`",
+            ),
+            (
+                CreateSpec {
+                    member_data_bytes: 4095,
+                    ..spec(&d, Level::Raid1, 2)
+                },
+                "`size`",
+            ),
+            (
+                CreateSpec {
+                    name: String::new(),
+                    ..spec(&d, Level::Raid1, 2)
+                },
+                "`name`",
+            ),
+            (
+                CreateSpec {
+                    name: "n".repeat(33),
+                    ..spec(&d, Level::Raid1, 2)
+                },
+                "`name`",
+            ),
+            (spec(&d, Level::Raid0, 300), "at most 256"),
+            (
+                CreateSpec {
+                    members: Some(vec![d.join("x")]),
+                    ..spec(&d, Level::Raid1, 2)
+                },
+                "config key `members`: 1 paths given, expected 2",
+            ),
+            (
+                CreateSpec {
+                    members: Some(vec![t.path().join("nope"), t.path().join("nope2")]),
+                    ..spec(&d, Level::Raid1, 2)
+                },
+                "nope: does not exist",
+            ),
+        ];
+        for (s, want) in cases {
+            let e = create(&s).unwrap_err().to_string();
+            assert!(e.contains(want), "{e} should contain {want}");
+            assert!(!d.exists(), "nothing is written on a bad argument");
+        }
+    }
+
+    #[test]
+    fn explicit_members_start_dirty_and_are_checked() {
+        let t = TempDir::new("create-explicit");
+        let d = t.path().join("a");
+        let need = (1 << 20) + 16 * 4096;
+        let devs: Vec<PathBuf> = (0..3).map(|i| t.path().join(format!("dev{i}"))).collect();
+        for p in &devs {
+            std::fs::write(p, vec![0x5a; need]).unwrap();
+        }
+        std::fs::File::options()
+            .write(true)
+            .open(&devs[2])
+            .unwrap()
+            .set_len(need as u64 - 1)
+            .unwrap();
+        let s = CreateSpec {
+            members: Some(devs.clone()),
+            ..spec(&d, Level::Raid5, 3)
+        };
+        let e = create(&s).unwrap_err().to_string();
+        assert!(e.contains("dev2: ") && e.contains("too small"), "{e}");
+        std::fs::write(&devs[2], vec![0x5a; need]).unwrap();
+        let c = create(&s).unwrap();
+        assert!(c.initial_resync);
+        let text = std::fs::read_to_string(d.join("members.json")).unwrap();
+        assert!(
+            text.contains(&*devs[0].to_string_lossy()),
+            "absolute outside DIR: {text}"
+        );
+        // Reusing them for another array needs force.
+        let d2 = t.path().join("b");
+        let e = create(&CreateSpec {
+            dir: d2.clone(),
+            ..s.clone()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("dev0: already a member of array \"t\""), "{e}");
+        create(&CreateSpec {
+            dir: d2,
+            force: true,
+            ..s
+        })
+        .unwrap();
+    }
+}

@@ -1,0 +1,298 @@
+//! `SuperblockSink`: the controller's metadata writer (superblocks and write-intent bitmap).
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use super::assemble::Assembled;
+use super::bitmap::encode_bitmap;
+use super::superblock::{decode, DevRole, Superblock};
+use super::{new_uuid, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
+use crate::ctrl::sync::{rows_per_region, REGIONS_MAX};
+use crate::ctrl::{MetaSink, Shape, SlotState, Snapshot};
+use crate::member::Member;
+
+/// Writes every snapshot to each device's superblock and the bitmap to every slot device.
+pub struct SuperblockSink {
+    name: String,
+    uuid: [u8; 16],
+    shape: Shape,
+    rows_per_region: u64,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    events: u64,
+    /// The slot devices of the last snapshot: where `write_intent` writes.
+    slot_devs: Vec<Option<Arc<dyn Member>>>,
+    /// The last bitmap asked for.
+    dirty: Vec<bool>,
+    /// Slot devices (by path) whose on-disk bitmap covers `dirty`. A device entering a slot
+    /// (a spare taken for a rebuild) gets the bitmap at the next persist, so every slot
+    /// device's bitmap stays usable for assembly.
+    current: HashSet<String>,
+    /// Each device's own UUID, kept across rewrites of its superblock.
+    dev_uuids: HashMap<String, [u8; 16]>,
+}
+
+fn named(dev: &dyn Member, what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {what}: {e}", dev.path()))
+}
+
+impl SuperblockSink {
+    /// A sink for a just-created array: no bitmap bit is set on disk, and the first persist
+    /// writes a clear bitmap to every slot device.
+    pub fn new(name: &str, uuid: [u8; 16], shape: Shape, events: u64) -> SuperblockSink {
+        let rpr = rows_per_region(shape.rows());
+        let regions = shape.rows().div_ceil(rpr) as usize;
+        SuperblockSink {
+            name: name.to_string(),
+            uuid,
+            rows_per_region: rpr,
+            inner: Mutex::new(Inner {
+                events,
+                slot_devs: vec![None; shape.disks as usize],
+                dirty: vec![false; regions],
+                current: HashSet::new(),
+                dev_uuids: HashMap::new(),
+            }),
+            shape,
+        }
+    }
+
+    /// A sink for an assembled array. Its slot devices' bitmaps are taken as current, so the
+    /// dirty bits they hold stay on disk until the controller clears them.
+    pub fn from_assembled(a: &Assembled) -> SuperblockSink {
+        let s = SuperblockSink::new(&a.name, a.uuid, a.shape.clone(), a.events);
+        {
+            let mut inner = s.lock();
+            if let Some(d) = &a.dirty_regions {
+                if d.len() == inner.dirty.len() {
+                    inner.dirty = d.clone();
+                }
+            }
+            inner.slot_devs = a.devs.clone();
+            inner.current = a
+                .devs
+                .iter()
+                .flatten()
+                .map(|d| d.path().to_string())
+                .collect();
+        }
+        s
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The device's UUID: remembered, or read from its superblock when it is this array's,
+    /// or a new one (a spare joining).
+    fn dev_uuid(&self, inner: &mut Inner, dev: &dyn Member) -> [u8; 16] {
+        if let Some(u) = inner.dev_uuids.get(dev.path()) {
+            return *u;
+        }
+        let mut b = [0u8; SUPERBLOCK_BYTES];
+        let u = match dev.read_at(&mut b, SUPERBLOCK_OFFSET) {
+            Ok(()) => match decode(&b, dev.path()) {
+                Ok(sb) if sb.array_uuid == self.uuid => sb.device_uuid,
+                _ => new_uuid(),
+            },
+            Err(_) => new_uuid(),
+        };
+        inner.dev_uuids.insert(dev.path().to_string(), u);
+        u
+    }
+
+    fn superblock(&self, snap: &Snapshot, role: DevRole, device_uuid: [u8; 16]) -> Superblock {
+        Superblock {
+            array_uuid: self.uuid,
+            device_uuid,
+            name: self.name.clone(),
+            level: self.shape.level,
+            layout: self.shape.layout,
+            disks: self.shape.disks,
+            role,
+            chunk_bytes: self.shape.chunk_bytes,
+            data_offset_bytes: self.shape.data_offset_bytes,
+            member_data_bytes: self.shape.member_data_bytes,
+            events: snap.events,
+            clean: snap.clean,
+            slots: snap
+                .slots
+                .iter()
+                .map(|(_, st)| *st)
+                .collect::<Vec<SlotState>>(),
+        }
+    }
+}
+
+impl MetaSink for SuperblockSink {
+    fn persist(&self, snap: &Snapshot) -> io::Result<()> {
+        if snap.slots.len() != self.shape.disks as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "snapshot has {} slots, the array {}",
+                    snap.slots.len(),
+                    self.shape.disks
+                ),
+            ));
+        }
+        let mut inner = self.lock();
+        inner.events = snap.events;
+        inner.slot_devs = snap.slots.iter().map(|(d, _)| d.clone()).collect();
+        let bitmap = encode_bitmap(snap.events, self.rows_per_region, &inner.dirty);
+        let mut first_err: Option<io::Error> = None;
+        let mut current = HashSet::new();
+        let mut written: Vec<(&Arc<dyn Member>, bool)> = Vec::new();
+        let roles = snap
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(s, (d, _))| d.as_ref().map(|d| (d, DevRole::Slot(s as u32))))
+            .chain(snap.spares.iter().map(|d| (d, DevRole::Spare)))
+            .chain(snap.faulty.iter().map(|d| (d, DevRole::Faulty)));
+        for (dev, role) in roles {
+            let faulty = role == DevRole::Faulty;
+            let u = self.dev_uuid(&mut inner, dev.as_ref());
+            let mut r = dev
+                .write_at(&self.superblock(snap, role, u).encode(), SUPERBLOCK_OFFSET)
+                .map_err(|e| named(dev.as_ref(), "writing the superblock", e));
+            if let (Ok(()), DevRole::Slot(_)) = (&r, role) {
+                if inner.current.contains(dev.path()) {
+                    current.insert(dev.path().to_string());
+                } else {
+                    r = dev
+                        .write_at(&bitmap, BITMAP_OFFSET)
+                        .map_err(|e| named(dev.as_ref(), "writing the bitmap", e));
+                    if r.is_ok() {
+                        current.insert(dev.path().to_string());
+                    }
+                }
+            }
+            match r {
+                Ok(()) => written.push((dev, faulty)),
+                // A faulty device is expected to fail: its record is best effort.
+                Err(e) if !faulty => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {}
+            }
+        }
+        for (dev, faulty) in written {
+            if let Err(e) = dev.sync() {
+                if !faulty {
+                    first_err.get_or_insert(named(dev.as_ref(), "syncing the superblock", e));
+                }
+            }
+        }
+        inner.current = current;
+        first_err.map_or(Ok(()), Err)
+    }
+
+    fn write_intent(&self, dirty: &[bool]) -> io::Result<()> {
+        if dirty.len() as u64 > REGIONS_MAX {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} bitmap regions, at most {REGIONS_MAX} fit", dirty.len()),
+            ));
+        }
+        let mut inner = self.lock();
+        inner.dirty = dirty.to_vec();
+        let bytes = encode_bitmap(inner.events, self.rows_per_region, dirty);
+        let devs: Vec<Arc<dyn Member>> = inner.slot_devs.iter().flatten().cloned().collect();
+        let mut first_err: Option<io::Error> = None;
+        let mut current = HashSet::new();
+        // Write all, then sync all: the devices' writes overlap, and every bitmap is durable
+        // before this returns (the controller writes data only after).
+        let mut ok = Vec::new();
+        for d in &devs {
+            match d.write_at(&bytes, BITMAP_OFFSET) {
+                Ok(()) => ok.push(d),
+                Err(e) => {
+                    first_err.get_or_insert(named(d.as_ref(), "writing the bitmap", e));
+                }
+            }
+        }
+        for d in ok {
+            match d.sync() {
+                Ok(()) => {
+                    current.insert(d.path().to_string());
+                }
+                Err(e) => {
+                    first_err.get_or_insert(named(d.as_ref(), "syncing the bitmap", e));
+                }
+            }
+        }
+        inner.current = current;
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::member::MemMember;
+
+    fn shape() -> Shape {
+        Shape {
+            level: raidlab::array::Level::Raid1,
+            layout: raidlab::array::Layout::LeftSymmetric,
+            disks: 2,
+            chunk_bytes: 4096,
+            data_offset_bytes: 1 << 20,
+            member_data_bytes: 8 * 4096,
+        }
+    }
+
+    #[test]
+    fn persist_writes_roles_and_a_first_bitmap() {
+        let sink = SuperblockSink::new("m", [7; 16], shape(), 1);
+        let len = (1 << 20) + 8 * 4096;
+        let a: Arc<dyn Member> = Arc::new(MemMember::new("a", len));
+        let b = Arc::new(MemMember::new("b", len));
+        let sp: Arc<dyn Member> = Arc::new(MemMember::new("sp", len));
+        let snap = Snapshot {
+            events: 5,
+            clean: false,
+            slots: vec![
+                (Some(Arc::clone(&a)), SlotState::InSync),
+                (None, SlotState::Failed),
+            ],
+            spares: vec![Arc::clone(&sp)],
+            faulty: vec![b.clone() as Arc<dyn Member>],
+        };
+        sink.persist(&snap).unwrap();
+        let sb_of = |m: &dyn Member| {
+            let mut buf = [0u8; 4096];
+            m.read_at(&mut buf, 4096).unwrap();
+            decode(&buf, m.path()).unwrap()
+        };
+        let sa = sb_of(a.as_ref());
+        assert_eq!((sa.role, sa.events, sa.clean), (DevRole::Slot(0), 5, false));
+        assert_eq!(sa.slots, vec![SlotState::InSync, SlotState::Failed]);
+        assert_eq!(sb_of(sp.as_ref()).role, DevRole::Spare);
+        assert_eq!(sb_of(b.as_ref()).role, DevRole::Faulty);
+        let mut bm = vec![0u8; super::super::BITMAP_BYTES];
+        a.read_at(&mut bm, BITMAP_OFFSET).unwrap();
+        assert_eq!(
+            super::super::decode_bitmap(&bm, "a").unwrap().dirty,
+            vec![false; 8]
+        );
+        // The device UUID is kept across persists; the spare's bitmap is not maintained.
+        sink.write_intent(&[true; 8]).unwrap();
+        a.read_at(&mut bm, BITMAP_OFFSET).unwrap();
+        assert_eq!(
+            super::super::decode_bitmap(&bm, "a").unwrap().dirty,
+            vec![true; 8]
+        );
+        sink.persist(&Snapshot {
+            events: 6,
+            ..snap.clone()
+        })
+        .unwrap();
+        assert_eq!(sb_of(a.as_ref()).device_uuid, sa.device_uuid);
+        assert!(sink.write_intent(&vec![false; 40000]).is_err());
+    }
+}
