@@ -172,15 +172,18 @@ fn check_explicit(path: &Path, need: u64, force: bool) -> Result<()> {
     Ok(())
 }
 
-/// Write a member's metadata area: zeros up to the data offset, then its superblock and bitmap.
-fn write_meta(f: &File, name: &str, sb: &Superblock, bitmap: &[u8]) -> Result<()> {
+/// Write a member's metadata area: zeros up to the data offset (when it may hold old bytes),
+/// then its superblock and bitmap.
+fn write_meta(f: &File, name: &str, sb: &Superblock, bitmap: &[u8], zero: bool) -> Result<()> {
     let io = |e: std::io::Error| Error::io(name, &e);
-    let zeros = vec![0u8; 64 << 10];
-    // Bounded: DATA_OFFSET_BYTES / 64 KiB = 16 writes.
-    let mut off = 0;
-    while off < DATA_OFFSET_BYTES {
-        f.write_all_at(&zeros, off).map_err(io)?;
-        off += zeros.len() as u64;
+    if zero {
+        let zeros = vec![0u8; 64 << 10];
+        // Bounded: DATA_OFFSET_BYTES / 64 KiB = 16 writes.
+        let mut off = 0;
+        while off < DATA_OFFSET_BYTES {
+            f.write_all_at(&zeros, off).map_err(io)?;
+            off += zeros.len() as u64;
+        }
     }
     f.write_all_at(&sb.encode(), SUPERBLOCK_OFFSET)
         .map_err(io)?;
@@ -303,7 +306,8 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
             clean: !initial_resync,
             slots: vec![SlotState::InSync; spec.disks as usize],
         };
-        write_meta(&f, &name, &sb, &bitmap)?;
+        // A new sparse file reads as zeros already.
+        write_meta(&f, &name, &sb, &bitmap, explicit)?;
     }
     // The manifest last: its presence marks a complete array. It syncs DIR, which also makes
     // the new member files' names durable.
@@ -465,6 +469,18 @@ pub(crate) mod tests {
         std::fs::write(&devs[2], vec![0x5a; need]).unwrap();
         let c = create(&s).unwrap();
         assert!(c.initial_resync);
+        let bytes = std::fs::read(&devs[0]).unwrap();
+        assert!(
+            bytes[..4096].iter().all(|&b| b == 0),
+            "metadata area zeroed"
+        );
+        assert!(bytes[1 << 20..].iter().all(|&b| b == 0x5a), "data kept");
+        let a = crate::format::assemble(&d).unwrap();
+        assert_eq!(
+            a.dirty_regions,
+            Some(vec![true; 16]),
+            "parity resynced at first start"
+        );
         let text = std::fs::read_to_string(d.join("members.json")).unwrap();
         assert!(
             text.contains(&*devs[0].to_string_lossy()),

@@ -135,6 +135,8 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 /// Append `path` (a new spare) to the manifest of `dir`; nothing changes if it is listed.
+/// Call it once the device carries this array's superblock: assembly rejects a listed
+/// device without one.
 pub fn add_to_manifest(dir: &Path, path: &Path) -> Result<()> {
     let mut paths = read_manifest(dir)?;
     let want = entry(dir, path)?;
