@@ -44,3 +44,29 @@ def run(
 ) -> list[tuple[str, str, str]]: ...
 def trace_stats(path: str, format: str = "auto", block_size: int = 4096) -> str: ...
 def reliability(text: str, file: str | None = None, overrides: str | None = None) -> str: ...
+
+def array_create(
+    dir: str,
+    level: str,
+    disks: int,
+    chunk: str,
+    size: str,
+    layout: str | None = None,
+    spares: int = 0,
+    name: str | None = None,
+    members: list[str] = ...,
+    force: bool = False,
+) -> str: ...
+def array_examine(dir: str) -> str: ...
+def serve(
+    dir: str,
+    listen: str,
+    cache: str | None = None,
+    cache_mib: int | None = None,
+    rebuild_order: str = "sequential",
+    rebuild_min_kib_s: int | None = None,
+    rebuild_max_kib_s: int | None = None,
+    workers: int | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> str: ...
+def ctl_request(dir: str, request: str) -> str: ...

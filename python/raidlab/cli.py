@@ -7,6 +7,10 @@
     raidlab reproduce NAME [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]
     raidlab demo
     raidlab reliability [CONFIG.toml] [--backup-nvram-mb MB] [--write-cache-mb MB ...] [--json]
+    raidlab array create DIR --level L --disks N --size S [--chunk C] [--spares K] [MEMBER ...]
+    raidlab array examine DIR [--json]
+    raidlab serve DIR [--listen HOST:PORT | --listen unix:PATH] [--cache POLICY --cache-mib N]
+    raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check
 
 Exit codes: 0 success, 1 a sweep finished with failed runs, 2 bad input (any RaidlabError,
 or bad arguments), 130 interrupted.
@@ -26,6 +30,7 @@ from rich.table import Table
 
 from raidlab import _core, api
 from raidlab.progress import run_with_progress
+from raidlab.array_cli import add_commands as add_store_commands
 from raidlab.reliability import add_command as add_reliability_command
 
 EXIT_RUNS_FAILED = 1
@@ -265,6 +270,7 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
         c.set_defaults(func=func)
     add_reliability_command(sub, EXIT_BAD_INPUT)
+    add_store_commands(sub, positive_int)
     return p
 
 

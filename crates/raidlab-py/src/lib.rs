@@ -12,6 +12,8 @@ use pyo3::prelude::*;
 use raidlab::engine::{self, BatchProgress};
 use raidlab::Error;
 
+mod store;
+
 create_exception!(
     _core,
     RaidlabError,
@@ -51,7 +53,7 @@ create_exception!(
 
 /// The one place core errors become Python exceptions, with the same message and the
 /// location as attributes (`file`, `line`, `key`).
-fn to_py(py: Python<'_>, e: Error) -> PyErr {
+pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let msg = e.to_string();
     let err = match &e {
         Error::Config { .. } | Error::Syntax { .. } => ConfigError::new_err(msg),
@@ -209,5 +211,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(reliability, m)?)?;
+    m.add_function(wrap_pyfunction!(store::array_create, m)?)?;
+    m.add_function(wrap_pyfunction!(store::array_examine, m)?)?;
+    m.add_function(wrap_pyfunction!(store::serve, m)?)?;
+    m.add_function(wrap_pyfunction!(store::ctl_request, m)?)?;
     Ok(())
 }

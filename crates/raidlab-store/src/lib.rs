@@ -10,11 +10,16 @@
 //!   and recording wrappers tests use;
 //! - `format`: the on-disk superblock, the write-intent bitmap and assembly rules;
 //! - `nbd`: the NBD protocol (fixed newstyle) and the server front, with a `Backend` trait;
+//! - `ctrl`: the controller (array state, request paths, read cache, rebuild, resync, check);
+//! - `serve`, `control`: `raidlab serve` and its control socket (`raidlab ctl`);
 //!
 //! No Python here; `raidlab-py` binds it. See `docs/store.md`.
 
+pub mod args;
+pub mod control;
+pub mod ctrl;
 pub mod format;
 pub mod member;
 pub mod nbd;
 pub mod parity;
-pub mod ctrl;
+pub mod serve;

@@ -55,7 +55,10 @@ impl ReadCache {
         if capacity_blocks == 0 || capacity_blocks > CAPACITY_BLOCKS_MAX {
             return Err(raidlab::Error::config(
                 "cache-mib",
-                format!("expected 1 to {} blocks of cache, got {capacity_blocks}", CAPACITY_BLOCKS_MAX),
+                format!(
+                    "expected 1 to {} blocks of cache, got {capacity_blocks}",
+                    CAPACITY_BLOCKS_MAX
+                ),
             ));
         }
         let policy = read::build(spec, capacity_blocks)?;
@@ -146,7 +149,10 @@ impl ReadCache {
                     pending.push((i, None));
                     continue;
                 }
-                let f = inner.free.pop().expect("policy capacity equals the frame count");
+                let f = inner
+                    .free
+                    .pop()
+                    .expect("policy capacity equals the frame count");
                 inner.gen += 1;
                 let gen = inner.gen;
                 inner.frames[f as usize] = Frame {

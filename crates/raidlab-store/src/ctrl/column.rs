@@ -159,7 +159,14 @@ impl Workspace {
     }
 
     /// Solve `missing` (indices in `order`: data slots, then P, then Q) of the old column.
-    fn solve_old(&mut self, col: usize, order: &[usize], ndata: usize, has_q: bool, missing: &[usize]) {
+    fn solve_old(
+        &mut self,
+        col: usize,
+        order: &[usize],
+        ndata: usize,
+        has_q: bool,
+        missing: &[usize],
+    ) {
         let mut blocks: Vec<Vec<u8>> = order
             .iter()
             .map(|&d| self.old_ref(d, col, 1).to_vec())

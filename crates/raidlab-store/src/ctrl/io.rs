@@ -36,7 +36,10 @@ impl Controller {
                 "request at {offset} of {len} bytes is not aligned to {BLOCK} bytes"
             )));
         }
-        if offset.checked_add(len).is_none_or(|e| e > self.size_bytes()) {
+        if offset
+            .checked_add(len)
+            .is_none_or(|e| e > self.size_bytes())
+        {
             return Err(IoFail::Invalid(format!(
                 "request at {offset} of {len} bytes ends past the end of the array ({} bytes)",
                 self.size_bytes()
@@ -104,7 +107,9 @@ impl Controller {
                 }
             }
         }
-        Err(IoFail::Failed(format!("block {lba}: too many member failures")))
+        Err(IoFail::Failed(format!(
+            "block {lba}: too many member failures"
+        )))
     }
 
     /// Reconstruct `run` blocks from `lba` (one unit) whose member is lost in `row`. `Err(Ok)`
@@ -133,9 +138,13 @@ impl Controller {
         if disks.len() == 1 {
             // The mode changed since the caller planned: a direct read now.
             drop(st);
-            return self.member_read(disks[0], dev_list[0].clone(), loc.block, out).map_err(Ok);
+            return self
+                .member_read(disks[0], dev_list[0].clone(), loc.block, out)
+                .map_err(Ok);
         }
-        if self.opts.rebuild_order != raidlab::rebuild::OrderSpec::Sequential || self.rebuild_active() {
+        if self.opts.rebuild_order != raidlab::rebuild::OrderSpec::Sequential
+            || self.rebuild_active()
+        {
             self.note_user_read(loc.disk, row);
         }
         let lost: Vec<bool> = (0..n as u32).map(|d| st.array.lost(d, row)).collect();
@@ -174,11 +183,17 @@ impl Controller {
                 ))));
             }
             for c in 0..width {
-                let mut blocks: Vec<Vec<u8>> =
-                    order.iter().map(|&d| ws.old_ref(d, c, 1).to_vec()).collect();
-                let mut refs: Vec<&mut [u8]> = blocks.iter_mut().map(|b| b.as_mut_slice()).collect();
+                let mut blocks: Vec<Vec<u8>> = order
+                    .iter()
+                    .map(|&d| ws.old_ref(d, c, 1).to_vec())
+                    .collect();
+                let mut refs: Vec<&mut [u8]> =
+                    blocks.iter_mut().map(|b| b.as_mut_slice()).collect();
                 parity::reconstruct(ndata, &mut refs, &missing);
-                let k = order.iter().position(|&d| d == loc.disk as usize).expect("target in row");
+                let k = order
+                    .iter()
+                    .position(|&d| d == loc.disk as usize)
+                    .expect("target in row");
                 out[c * BLOCK..(c + 1) * BLOCK].copy_from_slice(&blocks[k]);
             }
             Ok(())
@@ -319,7 +334,9 @@ impl Controller {
                 Err(Err(e)) => return Err(e),
             }
         }
-        Err(IoFail::Failed(format!("row {row}: too many member failures")))
+        Err(IoFail::Failed(format!(
+            "row {row}: too many member failures"
+        )))
     }
 
     /// One attempt; `Ok(members that failed a write)`, `Err(Ok(slot))` for a read failure.

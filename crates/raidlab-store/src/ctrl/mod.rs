@@ -18,6 +18,7 @@ pub mod column;
 pub mod io;
 pub mod locks;
 pub mod rebuild;
+pub mod status;
 pub mod sync;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -99,7 +100,9 @@ pub enum SlotState {
     /// Failed (or missing): its data is reconstructed from the others.
     Failed,
     /// A replacement is being rebuilt; rows below `checkpoint` are known rebuilt.
-    Recovering { checkpoint: u64 },
+    Recovering {
+        checkpoint: u64,
+    },
 }
 
 /// What the metadata layer persists after every state change.
@@ -171,6 +174,8 @@ pub(crate) struct State {
     pub devs: Vec<Option<Arc<dyn Member>>>,
     pub spares: Vec<Arc<dyn Member>>,
     pub faulty: Vec<Arc<dyn Member>>,
+    /// The slot each device of `faulty` was failed out of (`ctl remove K` names it).
+    pub faulty_slots: Vec<u32>,
     pub events: u64,
     pub clean: bool,
     /// Set once the array lost more than it survives: every request fails from then on.
@@ -208,7 +213,11 @@ impl Controller {
         let spec = shape.array_spec();
         let mut array = Array::new(&spec)?;
         let geo = array.geometry().clone();
-        assert_eq!(devs.len(), shape.disks as usize, "one device entry per slot");
+        assert_eq!(
+            devs.len(),
+            shape.disks as usize,
+            "one device entry per slot"
+        );
         for (slot, d) in devs.iter().enumerate() {
             let is_recovering = recovering.is_some_and(|(s, _)| s as usize == slot);
             if d.is_none() || is_recovering {
@@ -233,6 +242,7 @@ impl Controller {
                 devs,
                 spares,
                 faulty: Vec::new(),
+                faulty_slots: Vec::new(),
                 events,
                 clean: false,
                 dead: None,
@@ -309,6 +319,19 @@ impl Controller {
         }
     }
 
+    /// Take the clean flag the superblocks recorded at assembly; nothing is written. The
+    /// first write into a clean array then marks it dirty on the members before any data
+    /// moves, and a crash leaves it dirty.
+    pub fn assume_clean(&self, clean: bool) {
+        self.write_state().clean = clean;
+    }
+
+    /// Write the superblocks now (the rebuild checkpoint, at a graceful stop).
+    pub fn checkpoint(&self) {
+        let mut st = self.write_state();
+        self.persist(&mut st);
+    }
+
     pub fn is_clean(&self) -> bool {
         self.read_state().clean
     }
@@ -335,11 +358,14 @@ impl Controller {
             st.array.abort_rebuild(slot);
             if let Some(dev) = st.devs[slot as usize].take() {
                 st.faulty.push(dev);
+                st.faulty_slots.push(slot);
             }
             if let Ok(mut job) = self.rebuild.lock() {
                 *job = None;
             }
-            eprintln!("raidlab serve: replacement {name} in slot {slot} failed ({why}); rebuild stopped");
+            eprintln!(
+                "raidlab serve: replacement {name} in slot {slot} failed ({why}); rebuild stopped"
+            );
             self.persist(&mut st);
             return Ok(());
         }
@@ -350,8 +376,11 @@ impl Controller {
             Ok(()) => {
                 if let Some(dev) = st.devs[slot as usize].take() {
                     st.faulty.push(dev);
+                    st.faulty_slots.push(slot);
                 }
-                eprintln!("raidlab serve: member {name} (slot {slot}) failed: {why}; serving degraded");
+                eprintln!(
+                    "raidlab serve: member {name} (slot {slot}) failed: {why}; serving degraded"
+                );
                 self.persist(&mut st);
                 Ok(())
             }
@@ -389,19 +418,26 @@ impl Controller {
         Ok(())
     }
 
-    /// Remove a spare (by its path) or a failed device from the array's records.
-    pub fn remove(&self, path: &str) -> Result<(), IoFail> {
+    /// Remove a spare or a failed device from the array's records (`ctl remove`): `target` is
+    /// its path, or the number of the slot a failed device was taken out of. Returns the
+    /// removed device's path.
+    pub fn remove(&self, target: &str) -> Result<String, IoFail> {
         let mut st = self.write_state();
-        let before = st.spares.len() + st.faulty.len();
-        st.spares.retain(|d| d.path() != path);
-        st.faulty.retain(|d| d.path() != path);
-        if st.spares.len() + st.faulty.len() == before {
+        let by_slot = target.parse::<u32>().ok();
+        let path = if let Some(i) = st.spares.iter().position(|d| d.path() == target) {
+            st.spares.remove(i).path().to_string()
+        } else if let Some(i) = (0..st.faulty.len())
+            .find(|&i| st.faulty[i].path() == target || Some(st.faulty_slots[i]) == by_slot)
+        {
+            st.faulty_slots.remove(i);
+            st.faulty.remove(i).path().to_string()
+        } else {
             return Err(IoFail::Invalid(format!(
-                "{path} is neither a spare nor a failed member (in-sync members cannot be removed; fail them first)"
+                "{target} is neither a spare nor a failed member (in-sync members cannot be removed; fail them first)"
             )));
-        }
+        };
         self.persist(&mut st);
-        Ok(())
+        Ok(path)
     }
 
     pub fn array_state(&self) -> ArrayState {

@@ -135,15 +135,19 @@ impl Controller {
     }
 
     pub fn rebuild_progress(&self) -> Option<Progress> {
-        let job = self.rebuild.lock().ok()?;
-        let j = job.as_ref()?;
+        // Lock order is state before the job: copy what is needed and let the job go first.
+        let (slot, units, elapsed_s) = {
+            let job = self.rebuild.lock().ok()?;
+            let j = job.as_ref()?;
+            (j.slot, j.units, j.started.elapsed().as_secs_f64())
+        };
         let st = self.read_state();
-        let done = st.array.rebuilding(j.slot).map(|m| m.count()).unwrap_or(0);
+        let done = st.array.rebuilding(slot).map(|m| m.count()).unwrap_or(0);
         Some(Progress {
-            slot: j.slot,
+            slot,
             units_done: done,
-            units: j.units,
-            elapsed_s: j.started.elapsed().as_secs_f64(),
+            units,
+            elapsed_s,
             order: self.opts.rebuild_order.name(),
         })
     }
@@ -163,7 +167,10 @@ impl Controller {
                 let busy = self.busy.swap(false, Ordering::Relaxed);
                 let bytes = started_units * self.shape.chunk_bytes;
                 if let Gate::WaitUntil(t) = j.throttle.gate(now_ns, bytes, busy) {
-                    return Some(Duration::from_nanos(t.saturating_sub(now_ns)).min(Duration::from_millis(100)));
+                    return Some(
+                        Duration::from_nanos(t.saturating_sub(now_ns))
+                            .min(Duration::from_millis(100)),
+                    );
                 }
                 match j.order.next_unit() {
                     Some(u) => {
@@ -173,7 +180,9 @@ impl Controller {
                     None => {
                         *guard = None;
                         drop(guard);
-                        self.finish_rebuild_of(slot_of_finished(&self.read_state().array));
+                        // The read guard must be gone before finishing takes the write lock.
+                        let slot = slot_of_finished(&self.read_state().array);
+                        self.finish_rebuild_of(slot);
                         return None;
                     }
                 }
@@ -212,7 +221,9 @@ impl Controller {
     fn finish_rebuild_of(&self, slot: Option<u32>) {
         let Some(slot) = slot else { return };
         let mut st = self.write_state();
-        let Some(map) = st.array.rebuilding(slot) else { return };
+        let Some(map) = st.array.rebuilding(slot) else {
+            return;
+        };
         if !map.is_full() {
             // Units left that the order did not hand out again after a survivor error:
             // start over on the rest with a fresh job.
@@ -248,11 +259,24 @@ impl Controller {
             }
             let n = self.geo.disks();
             let reads: Vec<u32> = (0..n)
-                .filter(|&d| reads_for(&self.geo, |x| x != slot && st.array.lost(x, unit), slot, unit, d))
+                .filter(|&d| {
+                    reads_for(
+                        &self.geo,
+                        |x| x != slot && st.array.lost(x, unit),
+                        slot,
+                        unit,
+                        d,
+                    )
+                })
                 .collect();
             let devs: Vec<Option<Arc<dyn Member>>> =
                 reads.iter().map(|&d| st.devs[d as usize].clone()).collect();
-            (reads, devs, st.devs[slot as usize].clone(), self.geo.role(unit, slot))
+            (
+                reads,
+                devs,
+                st.devs[slot as usize].clone(),
+                self.geo.role(unit, slot),
+            )
         };
         let bpu = self.geo.blocks_per_stripe_unit() as usize;
         let block = self.geo.row_block(unit);
@@ -286,7 +310,8 @@ impl Controller {
                     .map(|(i, _)| i)
                     .collect();
                 {
-                    let mut refs: Vec<&mut [u8]> = chunks.iter_mut().map(|c| c.as_mut_slice()).collect();
+                    let mut refs: Vec<&mut [u8]> =
+                        chunks.iter_mut().map(|c| c.as_mut_slice()).collect();
                     parity::reconstruct(ndata, &mut refs, &missing);
                 }
                 let idx = match role {
@@ -297,7 +322,10 @@ impl Controller {
                 out.copy_from_slice(&chunks[idx]);
             }
         }
-        if self.member_write(slot, target.as_ref(), block, &out).is_err() {
+        if self
+            .member_write(slot, target.as_ref(), block, &out)
+            .is_err()
+        {
             // The replacement failed; `fail_member` drops it and the job.
             return Err(slot);
         }

@@ -201,7 +201,10 @@ impl Controller {
         let mut units: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; n as usize];
         for d in 0..n {
             let dev = st.devs[d as usize].clone();
-            if self.member_read(d, dev, block, &mut units[d as usize]).is_err() {
+            if self
+                .member_read(d, dev, block, &mut units[d as usize])
+                .is_err()
+            {
                 return Ok(None);
             }
         }
@@ -250,7 +253,10 @@ impl Controller {
         if repair {
             let mut failed = Vec::new();
             for (d, unit) in &fixes {
-                if self.member_write(*d, st.devs[*d as usize].as_ref(), block, unit).is_err() {
+                if self
+                    .member_write(*d, st.devs[*d as usize].as_ref(), block, unit)
+                    .is_err()
+                {
                     failed.push(*d);
                 }
             }

@@ -1,0 +1,109 @@
+//! Bindings of the store (`raidlab array`, `raidlab serve`, `raidlab ctl`): conversions only.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use raidlab_store::serve as store_serve;
+use raidlab_store::{args, control, format};
+
+use crate::to_py;
+
+/// Create an array; returns JSON text describing what was made.
+#[pyfunction]
+#[pyo3(signature = (dir, level, disks, chunk, size, layout=None, spares=0, name=None, members=Vec::new(), force=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn array_create(
+    py: Python<'_>,
+    dir: &str,
+    level: &str,
+    disks: u32,
+    chunk: &str,
+    size: &str,
+    layout: Option<&str>,
+    spares: u32,
+    name: Option<&str>,
+    members: Vec<String>,
+    force: bool,
+) -> PyResult<String> {
+    let out = py.allow_threads(|| {
+        let spec = args::create_spec(
+            dir, level, disks, chunk, size, layout, spares, name, &members, force,
+        )?;
+        format::create(&spec).map(|c| args::created_json(&c).to_string())
+    });
+    out.map_err(|e| to_py(py, e))
+}
+
+/// Assemble an array directory read-only and describe it (JSON text).
+#[pyfunction]
+pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
+    py.allow_threads(|| args::examine(Path::new(dir)).map(|v| v.to_string()))
+        .map_err(|e| to_py(py, e))
+}
+
+/// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
+/// accepted. Returns a JSON summary.
+#[pyfunction]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn serve(
+    py: Python<'_>,
+    dir: &str,
+    listen: &str,
+    cache: Option<&str>,
+    cache_mib: Option<u64>,
+    rebuild_order: &str,
+    rebuild_min_kib_s: Option<u64>,
+    rebuild_max_kib_s: Option<u64>,
+    workers: Option<usize>,
+    ready: Option<PyObject>,
+) -> PyResult<String> {
+    let mut opts = store_serve::ServeOptions::parse(
+        listen,
+        cache,
+        cache_mib,
+        rebuild_order,
+        rebuild_min_kib_s,
+        rebuild_max_kib_s,
+    )
+    .map_err(|e| to_py(py, e))?;
+    opts.workers = workers;
+    let stop = Arc::new(AtomicBool::new(false));
+    let out = py.allow_threads(|| {
+        let _signals = store_serve::SignalGuard::install(&stop)?;
+        let mut on_ready = |line: &str| {
+            if let Some(cb) = &ready {
+                Python::with_gil(|py| {
+                    if let Err(e) = cb.call1(py, (line,)) {
+                        e.print(py);
+                    }
+                });
+            }
+        };
+        store_serve::serve(Path::new(dir), &opts, stop.clone(), &mut on_ready)
+    });
+    let s = out.map_err(|e| to_py(py, e))?;
+    Ok(serde_json::json!({
+        "state": s.state,
+        "clean": s.clean,
+        "connections": s.nbd.connections,
+        "requests": s.nbd.requests,
+        "errors": s.nbd.errors,
+        "bytes_read": s.nbd.bytes_read,
+        "bytes_written": s.nbd.bytes_written,
+    })
+    .to_string())
+}
+
+/// Send one control request (JSON text) to the server of `dir`; returns its JSON reply.
+#[pyfunction]
+pub fn ctl_request(py: Python<'_>, dir: &str, request: &str) -> PyResult<String> {
+    py.allow_threads(|| {
+        let req: serde_json::Value = serde_json::from_str(request)
+            .map_err(|e| raidlab::Error::config("request", e.to_string()))?;
+        control::request(Path::new(dir), &req).map(|v| v.to_string())
+    })
+    .map_err(|e| to_py(py, e))
+}

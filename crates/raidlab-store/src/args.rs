@@ -1,0 +1,189 @@
+//! Command-line facing conversions: `raidlab array create`'s arguments into a `CreateSpec`,
+//! and what `create` and assembly found, as JSON for the CLI to print.
+
+use std::path::{Path, PathBuf};
+
+use raidlab::array::{Layout, Level};
+use raidlab::{Error, Result};
+use serde_json::{json, Value};
+
+use crate::ctrl::SlotState;
+use crate::format::{self, parse_size, uuid_string, Assembled, CreateSpec, Created};
+
+/// `raidlab array create DIR --level L --disks N --chunk C --size S [--layout] [--spares K]
+/// [--name] [--force] [MEMBER...]`.
+#[allow(clippy::too_many_arguments)]
+pub fn create_spec(
+    dir: &str,
+    level: &str,
+    disks: u32,
+    chunk: &str,
+    size: &str,
+    layout: Option<&str>,
+    spares: u32,
+    name: Option<&str>,
+    members: &[String],
+    force: bool,
+) -> Result<CreateSpec> {
+    let level = Level::from_name(level).ok_or_else(|| {
+        Error::config(
+            "--level",
+            format!("unknown level {level:?}; expected raid0, raid1, raid10, raid5 or raid6"),
+        )
+    })?;
+    let layout = match layout {
+        None => Layout::LeftSymmetric,
+        Some(l) => Layout::from_name(l).ok_or_else(|| {
+            Error::config(
+                "--layout",
+                format!("unknown layout {l:?}; expected left-symmetric, left-asymmetric, right-symmetric or right-asymmetric"),
+            )
+        })?,
+    };
+    let chunk_bytes = parse_size(chunk, "--chunk")?;
+    let member_data_bytes = parse_size(size, "--size")?;
+    let dir_path = PathBuf::from(dir);
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => dir_path
+            .canonicalize()
+            .ok()
+            .as_deref()
+            .unwrap_or(&dir_path)
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "raidlab".into()),
+    };
+    let members = (!members.is_empty()).then(|| members.iter().map(PathBuf::from).collect());
+    Ok(CreateSpec {
+        dir: dir_path,
+        name,
+        level,
+        layout,
+        disks,
+        chunk_bytes,
+        member_data_bytes,
+        spares,
+        members,
+        force,
+    })
+}
+
+fn paths(p: &[PathBuf]) -> Vec<String> {
+    p.iter().map(|x| x.display().to_string()).collect()
+}
+
+pub fn created_json(c: &Created) -> Value {
+    json!({
+        "dir": c.dir.display().to_string(),
+        "name": c.name,
+        "uuid": uuid_string(&c.uuid),
+        "level": c.shape.level.name(),
+        "layout": c.shape.layout.name(),
+        "disks": c.shape.disks,
+        "chunk_bytes": c.shape.chunk_bytes,
+        "data_offset_bytes": c.shape.data_offset_bytes,
+        "member_data_bytes": c.shape.member_data_bytes,
+        "size_bytes": c.shape.size_bytes(),
+        "members": paths(&c.members),
+        "spares": paths(&c.spares),
+        "initial_resync": c.initial_resync,
+    })
+}
+
+/// What assembly finds (read-only, like `mdadm --examine`).
+pub fn examine(dir: &Path) -> Result<Value> {
+    let a = format::assemble(dir)?;
+    Ok(assembled_json(&a))
+}
+
+pub fn assembled_json(a: &Assembled) -> Value {
+    let recovering = a.recovering;
+    let members: Vec<Value> = a
+        .devs
+        .iter()
+        .enumerate()
+        .map(|(s, d)| {
+            let state = match (d, recovering) {
+                (Some(_), Some((r, cp))) if r as usize == s => {
+                    json!(format!("recovering (checkpoint row {cp})"))
+                }
+                (Some(_), _) => json!("in_sync"),
+                (None, _) => json!("missing or failed"),
+            };
+            json!({"slot": s, "path": d.as_ref().map(|d| d.path().to_string()), "state": state})
+        })
+        .collect();
+    json!({
+        "dir": a.dir.display().to_string(),
+        "name": a.name,
+        "uuid": uuid_string(&a.uuid),
+        "level": a.shape.level.name(),
+        "layout": a.shape.layout.name(),
+        "disks": a.shape.disks,
+        "chunk_bytes": a.shape.chunk_bytes,
+        "data_offset_bytes": a.shape.data_offset_bytes,
+        "member_data_bytes": a.shape.member_data_bytes,
+        "size_bytes": a.shape.size_bytes(),
+        "events": a.events,
+        "clean": a.clean,
+        "dirty_regions": a.dirty_regions.as_ref().map(|d| d.iter().filter(|&&b| b).count()),
+        "members": members,
+        "spares": a.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
+        "warnings": a.warnings,
+    })
+}
+
+/// The state word of a slot for messages.
+pub fn slot_state_name(s: SlotState) -> &'static str {
+    match s {
+        SlotState::InSync => "in_sync",
+        SlotState::Failed => "failed",
+        SlotState::Recovering { .. } => "recovering",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_name_their_option() {
+        let e = create_spec("d", "raid7", 4, "64K", "1M", None, 0, None, &[], false).unwrap_err();
+        assert!(e.to_string().contains("--level"), "{e}");
+        let e = create_spec("d", "raid5", 4, "64Q", "1M", None, 0, None, &[], false).unwrap_err();
+        assert!(e.to_string().contains("--chunk"), "{e}");
+        let e = create_spec(
+            "d",
+            "raid5",
+            4,
+            "64K",
+            "1M",
+            Some("diagonal"),
+            0,
+            None,
+            &[],
+            false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--layout"), "{e}");
+        let s = create_spec(
+            "some/dir",
+            "raid6",
+            6,
+            "64KiB",
+            "1GiB",
+            None,
+            1,
+            None,
+            &[],
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.chunk_bytes, s.member_data_bytes, s.name.as_str()),
+            (65536, 1 << 30, "dir")
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! The control socket `DIR/control.sock` that `raidlab ctl` talks to.
+//!
+//! One JSON object per line each way. Requests: `{"cmd": "status"}`, `{"cmd": "fail",
+//! "slot": K}`, `{"cmd": "add-spare", "path": P}`, `{"cmd": "remove", "target": "K or P"}`,
+//! `{"cmd": "check"}`. Replies: `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. A
+//! bad request gets an error reply; the connection and the server go on.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::ctrl::Controller;
+use crate::format;
+use crate::member::{FileMember, Member};
+
+/// File name of the control socket inside the array directory.
+pub const SOCKET_NAME: &str = "control.sock";
+/// Longest request line accepted.
+const LINE_BYTES_MAX: u64 = 64 * 1024;
+/// Control connections served at once (more are refused with an error line).
+const CONNECTIONS_MAX: usize = 8;
+
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(SOCKET_NAME)
+}
+
+/// Whether a server answers on `dir`'s control socket.
+pub fn is_served(dir: &Path) -> bool {
+    UnixStream::connect(socket_path(dir)).is_ok()
+}
+
+/// Bind the control socket; a stale socket file (nobody answers) is replaced.
+pub fn bind(dir: &Path) -> raidlab::Result<UnixListener> {
+    let path = socket_path(dir);
+    if is_served(dir) {
+        return Err(raidlab::Error::store(
+            dir.display().to_string(),
+            "the array is already served (its control socket answers); stop that server first",
+        ));
+    }
+    let _ = std::fs::remove_file(&path);
+    let l = UnixListener::bind(&path)
+        .map_err(|e| raidlab::Error::io(path.display().to_string(), &e))?;
+    l.set_nonblocking(true)
+        .map_err(|e| raidlab::Error::io(path.display().to_string(), &e))?;
+    Ok(l)
+}
+
+/// Serve control connections until `stop`; removes the socket file on return.
+pub fn run(listener: UnixListener, dir: PathBuf, ctl: Arc<Controller>, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                if active.load(Ordering::SeqCst) >= CONNECTIONS_MAX {
+                    let _ = writeln!(
+                        stream,
+                        "{}",
+                        json!({"ok": false, "error": "too many control connections"})
+                    );
+                    continue;
+                }
+                active.fetch_add(1, Ordering::SeqCst);
+                let (ctl, dir, active, stop) =
+                    (ctl.clone(), dir.clone(), active.clone(), stop.clone());
+                handles.push(std::thread::spawn(move || {
+                    serve_conn(stream, &dir, &ctl, &stop);
+                    active.fetch_sub(1, Ordering::SeqCst);
+                }));
+                handles.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                eprintln!("raidlab serve: control socket: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let _ = std::fs::remove_file(socket_path(&dir));
+}
+
+fn serve_conn(stream: UnixStream, dir: &Path, ctl: &Controller, stop: &AtomicBool) {
+    // A read timeout lets the connection notice a stop while a client idles.
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let Ok(mut out) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while !stop.load(Ordering::SeqCst) {
+        line.clear();
+        match (&mut reader).take(LINE_BYTES_MAX).read_line(&mut line) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(_) => return,
+        }
+        if !line.ends_with('\n') && line.len() as u64 >= LINE_BYTES_MAX {
+            let _ = writeln!(
+                out,
+                "{}",
+                json!({"ok": false, "error": "request line too long"})
+            );
+            return;
+        }
+        let reply = match serde_json::from_str::<Value>(line.trim()) {
+            Ok(req) => handle(&req, dir, ctl),
+            Err(e) => json!({"ok": false, "error": format!("not a JSON request: {e}")}),
+        };
+        if writeln!(out, "{reply}").is_err() {
+            return;
+        }
+    }
+}
+
+fn fail(msg: impl Into<String>) -> Value {
+    json!({"ok": false, "error": msg.into()})
+}
+
+/// Answer one request.
+pub fn handle(req: &Value, dir: &Path, ctl: &Controller) -> Value {
+    let cmd = req.get("cmd").and_then(Value::as_str).unwrap_or("");
+    match cmd {
+        "status" => {
+            let mut v = ctl.status();
+            v["ok"] = json!(true);
+            v
+        }
+        "fail" => {
+            let Some(slot) = req.get("slot").and_then(Value::as_u64) else {
+                return fail("fail: expected a slot number");
+            };
+            if slot >= u64::from(ctl.shape().disks) {
+                return fail(format!(
+                    "fail: slot {slot} out of range (the array has {} members)",
+                    ctl.shape().disks
+                ));
+            }
+            match ctl.fail_member(slot as u32, "failed by ctl") {
+                Ok(()) => json!({"ok": true, "state": ctl.state_word()}),
+                Err(e) => json!({"ok": true, "state": ctl.state_word(), "warning": e.to_string()}),
+            }
+        }
+        "add-spare" => {
+            let Some(path) = req.get("path").and_then(Value::as_str) else {
+                return fail("add-spare: expected a path");
+            };
+            add_spare(dir, ctl, path)
+        }
+        "remove" => {
+            let Some(target) = req.get("target").and_then(Value::as_str) else {
+                return fail("remove: expected a slot number or a path");
+            };
+            match ctl.remove(target) {
+                Ok(path) => {
+                    if let Err(e) = format::remove_from_manifest(dir, Path::new(&path)) {
+                        return fail(e.to_string());
+                    }
+                    json!({"ok": true, "removed": path})
+                }
+                Err(e) => fail(e.to_string()),
+            }
+        }
+        "check" => {
+            let rep = ctl.check();
+            json!({"ok": true, "rows": rep.rows, "mismatches": rep.mismatches, "skipped": rep.skipped})
+        }
+        "" => fail("expected {\"cmd\": ...}"),
+        other => fail(format!(
+            "unknown command {other:?} (expected status, fail, add-spare, remove or check)"
+        )),
+    }
+}
+
+fn add_spare(dir: &Path, ctl: &Controller, path: &str) -> Value {
+    let resolved = if Path::new(path).is_absolute() {
+        PathBuf::from(path)
+    } else {
+        dir.join(path)
+    };
+    let text = resolved.display().to_string();
+    let known = format::read_manifest(dir)
+        .map(|paths| paths.iter().any(|p| p == &resolved))
+        .unwrap_or(false);
+    if known {
+        return fail(format!("{text}: already listed as a device of this array"));
+    }
+    let dev = match FileMember::open(&text) {
+        Ok(d) => d,
+        Err(e) => return fail(format!("{text}: {e}")),
+    };
+    let dev: Arc<dyn Member> = Arc::new(dev);
+    // The superblock is written (as a spare) by the controller's persist before the
+    // manifest names the device, so assembly never finds a listed device without one.
+    if let Err(e) = ctl.add_spare(dev) {
+        return fail(e.to_string());
+    }
+    if let Err(e) = format::add_to_manifest(dir, &resolved) {
+        return fail(e.to_string());
+    }
+    json!({"ok": true, "state": ctl.state_word()})
+}
+
+/// Send one request to the server of `dir` and read its reply (tests and the CLI).
+pub fn request(dir: &Path, req: &Value) -> raidlab::Result<Value> {
+    let path = socket_path(dir);
+    let name = path.display().to_string();
+    let mut s = UnixStream::connect(&path).map_err(|e| {
+        raidlab::Error::store(
+            name.clone(),
+            format!("no server answers ({e}); is `raidlab serve` running?"),
+        )
+    })?;
+    writeln!(s, "{req}").map_err(|e| raidlab::Error::io(name.clone(), &e))?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .take(16 << 20)
+        .read_line(&mut line)
+        .map_err(|e| raidlab::Error::io(name.clone(), &e))?;
+    serde_json::from_str(&line).map_err(|e| raidlab::Error::store(name, format!("bad reply: {e}")))
+}

@@ -1,0 +1,126 @@
+//! `ctl status`: the array's state, members, rebuild, resync and cache as one JSON value.
+
+use std::sync::atomic::Ordering;
+
+use raidlab::array::ArrayState;
+use serde_json::{json, Value};
+
+use super::{Controller, SlotState};
+
+impl Controller {
+    /// The overall state word: failed, rebuilding, resyncing, degraded, or clean / active
+    /// (healthy, with or without writes since the last clean mark).
+    pub fn state_word(&self) -> &'static str {
+        let st = self.read_state();
+        if st.dead.is_some() {
+            return "failed";
+        }
+        let array_state = st.array.state();
+        let clean = st.clean;
+        drop(st);
+        match array_state {
+            ArrayState::Rebuilding => "rebuilding",
+            ArrayState::Degraded => "degraded",
+            ArrayState::Normal if self.resync_pending() => "resyncing",
+            ArrayState::Normal if clean => "clean",
+            ArrayState::Normal => "active",
+        }
+    }
+
+    /// Everything `ctl status --json` prints.
+    pub fn status(&self) -> Value {
+        let state = self.state_word();
+        let rebuild = self.rebuild_progress().map(|p| {
+            let done_bytes = p.units_done * self.shape.chunk_bytes;
+            json!({
+                "slot": p.slot,
+                "order": p.order,
+                "units_done": p.units_done,
+                "units": p.units,
+                "fraction": if p.units == 0 { 1.0 } else { p.units_done as f64 / p.units as f64 },
+                "elapsed_s": p.elapsed_s,
+                "rate_mb_s": if p.elapsed_s > 0.0 { done_bytes as f64 / p.elapsed_s / 1e6 } else { 0.0 },
+            })
+        });
+        let resync = {
+            let r = self.resync.lock().unwrap_or_else(|e| e.into_inner());
+            json!({
+                "pending_regions": r.todo.len(),
+                "rows_per_region": r.rows_per_region,
+                "dirty_regions": r.dirty.iter().filter(|&&b| b).count(),
+                "resynced_rows": r.resynced_rows,
+                "repaired_rows": r.repaired_rows,
+            })
+        };
+        let cache = self.cache.as_ref().map(|c| {
+            json!({
+                "policy": c.policy_name,
+                "capacity_blocks": c.capacity_blocks(),
+                "resident_blocks": c.resident_blocks(),
+                "hits": c.hits.load(Ordering::Relaxed),
+                "misses": c.misses.load(Ordering::Relaxed),
+                "evictions": c.evictions.load(Ordering::Relaxed),
+            })
+        });
+        let st = self.read_state();
+        let members: Vec<Value> = (0..self.shape.disks)
+            .map(|s| {
+                let state = if st.array.rebuilding(s).is_some() {
+                    "rebuilding"
+                } else if st.array.is_failed(s) {
+                    "failed"
+                } else {
+                    "in_sync"
+                };
+                let c = &self.counters[s as usize];
+                json!({
+                    "slot": s,
+                    "path": st.devs[s as usize].as_ref().map(|d| d.path().to_string()),
+                    "state": state,
+                    "read_blocks": c.read_blocks.load(Ordering::Relaxed),
+                    "write_blocks": c.write_blocks.load(Ordering::Relaxed),
+                    "errors": c.errors.load(Ordering::Relaxed),
+                })
+            })
+            .collect();
+        let faulty: Vec<Value> = st
+            .faulty
+            .iter()
+            .zip(&st.faulty_slots)
+            .map(|(d, s)| json!({"path": d.path(), "slot": s}))
+            .collect();
+        json!({
+            "state": state,
+            "clean": st.clean,
+            "events": st.events,
+            "failure": st.dead,
+            "level": self.shape.level.name(),
+            "layout": self.shape.layout.name(),
+            "disks": self.shape.disks,
+            "chunk_bytes": self.shape.chunk_bytes,
+            "data_offset_bytes": self.shape.data_offset_bytes,
+            "member_data_bytes": self.shape.member_data_bytes,
+            "size_bytes": self.size_bytes(),
+            "members": members,
+            "spares": st.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
+            "faulty": faulty,
+            "rebuild": rebuild,
+            "resync": resync,
+            "cache": cache,
+        })
+    }
+
+    /// Slot states as the superblocks record them (for tests and status).
+    pub fn slot_states(&self) -> Vec<SlotState> {
+        let st = self.read_state();
+        (0..self.shape.disks)
+            .map(|s| match st.array.rebuilding(s) {
+                Some(m) => SlotState::Recovering {
+                    checkpoint: m.next_clear(0).unwrap_or(m.len()),
+                },
+                None if st.array.is_failed(s) => SlotState::Failed,
+                None => SlotState::InSync,
+            })
+            .collect()
+    }
+}

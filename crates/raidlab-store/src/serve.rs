@@ -1,0 +1,307 @@
+//! `raidlab serve`: assemble an array directory, run its controller and serve it over NBD
+//! until asked to stop, then drain, checkpoint and mark it clean.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use raidlab::cache::read::PolicySpec;
+use raidlab::rebuild::{OrderSpec, RateSpec};
+use raidlab::{Error, Result};
+
+use crate::control;
+use crate::ctrl::{Controller, IoFail, Options};
+use crate::format::{self, SuperblockSink};
+use crate::nbd::{self, Backend, BlockSize, Errno, Listen, ServeStats, Server};
+
+/// What `raidlab serve` was asked for.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// "127.0.0.1:PORT", "[::1]:PORT" or "unix:PATH".
+    pub listen: String,
+    /// Read cache: policy and capacity in 4 KiB blocks.
+    pub cache: Option<(PolicySpec, u64)>,
+    pub rebuild_order: OrderSpec,
+    pub rebuild_rate: RateSpec,
+    /// NBD worker threads (None: the server's default).
+    pub workers: Option<usize>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            listen: "127.0.0.1:10809".into(),
+            cache: None,
+            rebuild_order: OrderSpec::Sequential,
+            rebuild_rate: RateSpec::Full,
+            workers: None,
+        }
+    }
+}
+
+/// Read-cache policies the store runs (DEMOTE and X-RAY need a host cache in front).
+pub const CACHE_POLICIES: &[&str] = &[
+    "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu",
+];
+
+/// Largest read cache in MiB (frames are allocated up front).
+pub const CACHE_MIB_MAX: u64 = crate::ctrl::cache::CAPACITY_BLOCKS_MAX * 4096 >> 20;
+
+impl ServeOptions {
+    /// Build from the command line's values; each bad value is a config error naming its
+    /// option.
+    pub fn parse(
+        listen: &str,
+        cache: Option<&str>,
+        cache_mib: Option<u64>,
+        rebuild_order: &str,
+        rebuild_min_kib_s: Option<u64>,
+        rebuild_max_kib_s: Option<u64>,
+    ) -> Result<ServeOptions> {
+        Listen::parse(listen).map_err(|m| Error::config("--listen", m))?;
+        let cache = match (cache, cache_mib) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(Error::config("--cache", "--cache-mib needs --cache POLICY"))
+            }
+            (Some(name), mib) => {
+                let spec = PolicySpec::from_name(name)
+                    .filter(|_| CACHE_POLICIES.contains(&name))
+                    .ok_or_else(|| {
+                        Error::config(
+                            "--cache",
+                            format!(
+                                "unknown policy {name:?}; expected one of {}",
+                                CACHE_POLICIES.join(", ")
+                            ),
+                        )
+                    })?;
+                let mib = mib.unwrap_or(64);
+                if mib == 0 || mib > CACHE_MIB_MAX {
+                    return Err(Error::config(
+                        "--cache-mib",
+                        format!("expected 1 to {CACHE_MIB_MAX}, got {mib}"),
+                    ));
+                }
+                Some((spec, mib * 256))
+            }
+        };
+        let rebuild_order = match rebuild_order {
+            "sequential" => OrderSpec::Sequential,
+            "pro" => OrderSpec::Pro(Default::default()),
+            other => {
+                return Err(Error::config(
+                    "--rebuild-order",
+                    format!("unknown order {other:?}; expected sequential or pro"),
+                ))
+            }
+        };
+        let rebuild_rate = match (rebuild_min_kib_s, rebuild_max_kib_s) {
+            (None, None) => RateSpec::Full,
+            (min, max) => {
+                // md's defaults: speed_limit_min 1000 KiB/s, speed_limit_max 200000 KiB/s.
+                let (min, max) = (min.unwrap_or(1000), max.unwrap_or(200_000));
+                if min == 0 || max < min {
+                    return Err(Error::config(
+                        "--rebuild-max-kib",
+                        format!("expected 0 < min <= max, got min {min} and max {max} KiB/s"),
+                    ));
+                }
+                RateSpec::Md {
+                    min_bytes_s: min as f64 * 1024.0,
+                    max_bytes_s: max as f64 * 1024.0,
+                }
+            }
+        };
+        Ok(ServeOptions {
+            listen: listen.to_string(),
+            cache,
+            rebuild_order,
+            rebuild_rate,
+            workers: None,
+        })
+    }
+}
+
+/// The controller seen as an NBD export.
+pub struct Export {
+    pub ctl: Arc<Controller>,
+    pub name: String,
+}
+
+fn errno(e: IoFail) -> Errno {
+    match e {
+        IoFail::Invalid(_) => nbd::EINVAL,
+        IoFail::Failed(_) => nbd::EIO,
+    }
+}
+
+impl Backend for Export {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> String {
+        let s = self.ctl.shape();
+        format!(
+            "raidlab {} of {} members, {} KiB chunks",
+            s.level.name(),
+            s.disks,
+            s.chunk_bytes / 1024
+        )
+    }
+    fn size_bytes(&self) -> u64 {
+        self.ctl.size_bytes()
+    }
+    fn block_size(&self) -> BlockSize {
+        let chunk = u32::try_from(self.ctl.shape().chunk_bytes).unwrap_or(1 << 30);
+        BlockSize {
+            minimum: crate::ctrl::column::BLOCK as u32,
+            preferred: chunk.clamp(4096, 1 << 20),
+            maximum: 32 << 20,
+        }
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), Errno> {
+        self.ctl.read(offset, buf).map_err(errno)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), Errno> {
+        self.ctl.write(offset, data, fua).map_err(errno)
+    }
+    fn flush(&self) -> std::result::Result<(), Errno> {
+        self.ctl.flush().map_err(errno)
+    }
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), Errno> {
+        // A trimmed range reads back as zeros: deterministic, and parity stays consistent.
+        self.ctl.write_zeroes(offset, len, fua).map_err(errno)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), Errno> {
+        self.ctl.write_zeroes(offset, len, fua).map_err(errno)
+    }
+}
+
+/// How a serve ended.
+#[derive(Debug, Clone)]
+pub struct ServeSummary {
+    pub nbd: ServeStats,
+    pub state: &'static str,
+    pub clean: bool,
+}
+
+/// Assemble `dir` and serve it until `stop` is set. `ready` is called once with the line to
+/// print when connections are accepted.
+pub fn serve(
+    dir: &Path,
+    opts: &ServeOptions,
+    stop: Arc<AtomicBool>,
+    ready: &mut dyn FnMut(&str),
+) -> Result<ServeSummary> {
+    let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
+    let a = format::assemble(dir)?;
+    for w in &a.warnings {
+        eprintln!("raidlab serve: warning: {w}");
+    }
+    let control_listener = control::bind(dir)?;
+    let sink = SuperblockSink::from_assembled(&a);
+    let ctl_opts = Options {
+        cache: opts.cache.clone(),
+        rebuild_order: opts.rebuild_order,
+        rebuild_rate: opts.rebuild_rate,
+        auto_rebuild: true,
+    };
+    let ctl = Arc::new(Controller::new(
+        a.shape.clone(),
+        a.devs.clone(),
+        a.spares.clone(),
+        a.recovering,
+        a.events,
+        Box::new(sink),
+        ctl_opts,
+    )?);
+    ctl.assume_clean(a.clean);
+    if let Some(dirty) = &a.dirty_regions {
+        let n = dirty.iter().filter(|&&b| b).count();
+        eprintln!("raidlab serve: {}: not stopped cleanly; resyncing {n} dirty region(s) in the background", a.name);
+    }
+    ctl.init_intent(a.dirty_regions.clone());
+    if let Some((slot, checkpoint)) = a.recovering {
+        eprintln!("raidlab serve: resuming the rebuild of slot {slot} from row {checkpoint}");
+    }
+    let mut server = Server::bind(&listen).map_err(|e| Error::io(opts.listen.clone(), &e))?;
+    if let Some(w) = opts.workers {
+        server = server.with_workers(w);
+    }
+    let addr = server.local_addr();
+    let bg = ctl.spawn_background();
+    let control_stop = Arc::new(AtomicBool::new(false));
+    let control_thread = {
+        let (ctl, dir, stop) = (ctl.clone(), dir.to_path_buf(), control_stop.clone());
+        std::thread::Builder::new()
+            .name("raidlab-ctl".into())
+            .spawn(move || control::run(control_listener, dir, ctl, stop))
+            .map_err(|e| Error::io("control thread", &e))?
+    };
+    let s = a.shape.clone();
+    ready(&format!(
+        "raidlab serve: {} ({} of {} members, {} bytes, {}) accepting connections on {addr}",
+        a.name,
+        s.level.name(),
+        s.disks,
+        s.size_bytes(),
+        ctl.state_word(),
+    ));
+    let export = Arc::new(Export {
+        ctl: ctl.clone(),
+        name: a.name.clone(),
+    });
+    let served = server.run(export, stop);
+    // Drained: no request is in flight. Stop the background work, then the control socket.
+    ctl.stop();
+    let _ = bg.join();
+    control_stop.store(true, Ordering::SeqCst);
+    let _ = control_thread.join();
+    let nbd = served.map_err(|e| Error::io(addr.clone(), &e))?;
+    let _ = ctl.flush();
+    let clean = !ctl.resync_pending() && ctl.state_word() != "failed";
+    if clean {
+        ctl.intent_clear_idle(true);
+        ctl.set_clean(true);
+    }
+    // Records the rebuild checkpoint even when the clean flag did not change.
+    ctl.checkpoint();
+    let state = ctl.state_word();
+    eprintln!(
+        "raidlab serve: {} stopped ({state}{}); {} requests served",
+        a.name,
+        if clean {
+            ", marked clean"
+        } else {
+            ", left dirty for resync"
+        },
+        nbd.requests
+    );
+    Ok(ServeSummary { nbd, state, clean })
+}
+
+/// Set `stop` on SIGINT and SIGTERM for as long as the guard lives.
+pub struct SignalGuard {
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl SignalGuard {
+    pub fn install(stop: &Arc<AtomicBool>) -> Result<SignalGuard> {
+        let mut ids = Vec::new();
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            let id = signal_hook::flag::register(sig, stop.clone())
+                .map_err(|e| Error::io("signal handler", &e))?;
+            ids.push(id);
+        }
+        Ok(SignalGuard { ids })
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}

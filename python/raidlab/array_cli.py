@@ -1,0 +1,267 @@
+"""The store's commands: ``raidlab array``, ``raidlab serve`` and ``raidlab ctl``.
+
+    raidlab array create DIR --level raid5 --disks 5 --chunk 64KiB --size 1GiB [--layout L]
+                             [--spares K] [--name NAME] [--force] [MEMBER ...]
+    raidlab array examine DIR [--json]
+    raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
+                      [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
+    raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check [--json]
+
+The work is done by the Rust store (``raidlab._core``); this module parses arguments and
+prints. Bad input raises a ``RaidlabError`` (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+
+from raidlab import _core
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
+    out = json.loads(
+        _core.array_create(
+            args.dir,
+            args.level,
+            args.disks,
+            args.chunk,
+            args.size,
+            layout=args.layout,
+            spares=args.spares,
+            name=args.name,
+            members=args.members,
+            force=args.force,
+        )
+    )
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    console.print(
+        f"created [bold]{out['name']}[/bold]: {out['level']} of {out['disks']} members "
+        f"({out['layout']}), chunk {_size(out['chunk_bytes'])}, {_size(out['size_bytes'])} "
+        f"usable, data at offset {out['data_offset_bytes']} on each member, uuid {out['uuid']}"
+    )
+    for p in out["members"]:
+        console.print(f"  member {p}")
+    for p in out["spares"]:
+        console.print(f"  spare  {p}")
+    if out["initial_resync"]:
+        console.print("  the members kept their old contents: parity is resynced when first served")
+    return 0
+
+
+def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
+    out = json.loads(_core.array_examine(args.dir))
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    console.print(
+        f"[bold]{out['name']}[/bold] {out['level']} ({out['layout']}) of {out['disks']} members, "
+        f"chunk {_size(out['chunk_bytes'])}, {_size(out['size_bytes'])}, events {out['events']}, "
+        f"{'clean' if out['clean'] else 'dirty'}"
+    )
+    for m in out["members"]:
+        console.print(f"  slot {m['slot']}: {m['path'] or '-'} ({m['state']})")
+    for p in out["spares"]:
+        console.print(f"  spare: {p}")
+    for w in out["warnings"]:
+        console.print(f"  [yellow]warning:[/yellow] {w}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    def ready(line: str) -> None:
+        print(line, flush=True)
+
+    # The store stops on SIGINT/SIGTERM by itself (drain, checkpoint, mark clean); Python's
+    # own handlers would turn the same signal into a KeyboardInterrupt afterwards.
+    old = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        out = json.loads(
+            _core.serve(
+                args.dir,
+                args.listen,
+                cache=args.cache,
+                cache_mib=args.cache_mib,
+                rebuild_order=args.rebuild_order,
+                rebuild_min_kib_s=args.rebuild_min_kib,
+                rebuild_max_kib_s=args.rebuild_max_kib,
+                workers=args.workers,
+                ready=ready,
+            )
+        )
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+def _ctl(dir: str, req: dict[str, Any]) -> dict[str, Any]:
+    reply: dict[str, Any] = json.loads(_core.ctl_request(dir, json.dumps(req)))
+    if not reply.get("ok"):
+        err = _core.StoreError(f"{dir}: {reply.get('error', 'request failed')}")
+        err.file = dir
+        raise err
+    return reply
+
+
+def _status_text(st: dict[str, Any], console: Console) -> None:
+    console.print(
+        f"state [bold]{st['state']}[/bold], {st['level']} ({st['layout']}) of {st['disks']} members, "
+        f"chunk {_size(st['chunk_bytes'])}, {_size(st['size_bytes'])}, "
+        f"data_offset_bytes {st['data_offset_bytes']}, events {st['events']}"
+    )
+    if st.get("failure"):
+        console.print(f"[red]{st['failure']}[/red]")
+    t = Table(box=None)
+    for col in ("slot", "device", "state", "read blocks", "write blocks", "errors"):
+        t.add_column(col, justify="right" if col in ("slot", "read blocks", "write blocks", "errors") else "left")
+    for m in st["members"]:
+        t.add_row(
+            str(m["slot"]), m["path"] or "-", m["state"], f"{m['read_blocks']:,}", f"{m['write_blocks']:,}", str(m["errors"])
+        )
+    console.print(t)
+    for p in st["spares"]:
+        console.print(f"spare: {p}")
+    for f in st["faulty"]:
+        console.print(f"faulty: {f['path']} (was slot {f['slot']})")
+    rb = st.get("rebuild")
+    if rb:
+        line = (
+            f"rebuild of slot {rb['slot']} ({rb['order']}): {rb['units_done']:,}/{rb['units']:,} units, "
+            f"{100 * rb['fraction']:.1f}%, {rb['rate_mb_s']:.1f} MB/s"
+        )
+        if console.is_terminal:
+            grid = Table.grid(padding=1)
+            grid.add_row(ProgressBar(total=1.0, completed=rb["fraction"], width=40), line)
+            console.print(grid)
+        else:
+            console.print(line)
+    rs = st["resync"]
+    if rs["pending_regions"] or rs["resynced_rows"]:
+        console.print(
+            f"resync: {rs['pending_regions']} region(s) pending, {rs['resynced_rows']:,} rows resynced, "
+            f"{rs['repaired_rows']:,} repaired"
+        )
+    c = st.get("cache")
+    if c:
+        total = c["hits"] + c["misses"]
+        ratio = c["hits"] / total if total else 0.0
+        console.print(
+            f"cache {c['policy']}: {c['resident_blocks']:,}/{c['capacity_blocks']:,} blocks, "
+            f"{c['hits']:,} hits, {c['misses']:,} misses (hit ratio {ratio:.4f}), {c['evictions']:,} evictions"
+        )
+
+
+def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
+    action = args.action
+    if action == "status":
+        st = _ctl(args.dir, {"cmd": "status"})
+        if args.json:
+            print(json.dumps(st, indent=2))
+        else:
+            _status_text(st, console)
+        return 0
+    if action == "check":
+        rep = _ctl(args.dir, {"cmd": "check"})
+        if args.json:
+            print(json.dumps(rep))
+        else:
+            console.print(f"checked {rep['rows']:,} rows: {rep['mismatches']:,} mismatches, {rep['skipped']:,} skipped")
+        return 0
+    if action == "fail":
+        rep = _ctl(args.dir, {"cmd": "fail", "slot": args.target})
+    elif action == "add-spare":
+        rep = _ctl(args.dir, {"cmd": "add-spare", "path": args.target})
+    else:
+        rep = _ctl(args.dir, {"cmd": "remove", "target": args.target})
+    if args.json:
+        print(json.dumps(rep))
+    else:
+        if rep.get("warning"):
+            console.print(f"[yellow]warning:[/yellow] {rep['warning']}")
+        console.print(f"{action}: ok" + (f", array {rep['state']}" if "state" in rep else "") + (f", removed {rep['removed']}" if "removed" in rep else ""))
+    return 0
+
+
+def _slot(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a slot number, got {text!r}")
+    return n
+
+
+def add_commands(sub: Any, positive_int: Any) -> None:
+    a = sub.add_parser("array", help="create or examine a RAID array on member files")
+    asub = a.add_subparsers(dest="array_command", required=True)
+    c = asub.add_parser("create", help="create an array: sparse files DIR/disk0.. or explicit MEMBER paths")
+    c.add_argument("dir", help="array directory (holds the members manifest and the control socket)")
+    c.add_argument("--level", required=True, help="raid0, raid1, raid10, raid5 or raid6")
+    c.add_argument("--disks", type=positive_int, required=True, help="members")
+    c.add_argument("--chunk", default="64KiB", help="chunk (stripe unit), e.g. 64KiB (default)")
+    c.add_argument("--size", required=True, help="data bytes per member, e.g. 1GiB (like mdadm --size)")
+    c.add_argument("--layout", default=None, help="RAID-5/6 layout (default left-symmetric)")
+    c.add_argument("--spares", type=int, default=0, help="hot spares")
+    c.add_argument("--name", default=None, help="array and export name (default: the directory's name)")
+    c.add_argument("--force", action="store_true", help="overwrite an array in DIR or reuse devices with a superblock")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("members", nargs="*", help="explicit member paths (files or block devices): disks, then spares")
+    c.set_defaults(func=cmd_array_create)
+    e = asub.add_parser("examine", help="read the superblocks and show what assembly would find (writes nothing)")
+    e.add_argument("dir")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_array_examine)
+
+    s = sub.add_parser("serve", help="serve an array over NBD (foreground; SIGINT/SIGTERM stop it cleanly)")
+    s.add_argument("dir", help="array directory")
+    s.add_argument("--listen", default="127.0.0.1:10809", help="HOST:PORT or unix:PATH (default 127.0.0.1:10809)")
+    s.add_argument("--cache", default=None, help="read cache policy: lru, fifo, lfu, clock, 2q, arc, mq, vdf-lru, vdf-lfu")
+    s.add_argument("--cache-mib", type=positive_int, default=None, help="read cache size in MiB (default 64)")
+    s.add_argument("--rebuild-order", default="sequential", help="sequential (md) or pro (popularity-based)")
+    s.add_argument("--rebuild-min-kib", type=positive_int, default=None, help="md's speed_limit_min, KiB/s per member")
+    s.add_argument("--rebuild-max-kib", type=positive_int, default=None, help="md's speed_limit_max, KiB/s per member")
+    s.add_argument("--workers", type=positive_int, default=None, help="NBD worker threads")
+    s.add_argument("--json", action="store_true", help="print a JSON summary at exit")
+    s.set_defaults(func=cmd_serve)
+
+    t = sub.add_parser("ctl", help="control a served array through DIR/control.sock")
+    t.add_argument("dir", help="array directory")
+    tsub = t.add_subparsers(dest="action", required=True)
+    for name, helptext in (("status", "show the state"), ("check", "verify parity/mirrors like md's check")):
+        p = tsub.add_parser(name, help=helptext)
+        p.add_argument("--json", action="store_true")
+    f = tsub.add_parser("fail", help="fail a member (like mdadm --fail)")
+    f.add_argument("target", type=_slot, help="slot number")
+    f.add_argument("--json", action="store_true")
+    p = tsub.add_parser("add-spare", help="add a hot spare (a rebuild starts by itself if a slot is failed)")
+    p.add_argument("target", help="path of a file or block device at least as large as a member")
+    p.add_argument("--json", action="store_true")
+    r = tsub.add_parser("remove", help="remove a spare or a failed device")
+    r.add_argument("target", help="its path, or the slot a failed device was taken out of")
+    r.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_ctl)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as: raidlab array|serve|ctl ...")
