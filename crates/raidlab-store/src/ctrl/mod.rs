@@ -516,4 +516,6 @@ impl Controller {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;

@@ -201,10 +201,11 @@ impl Controller {
         let mut units: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; n as usize];
         for d in 0..n {
             let dev = st.devs[d as usize].clone();
-            if self
-                .member_read(d, dev, block, &mut units[d as usize])
-                .is_err()
-            {
+            if let Err(slot) = self.member_read(d, dev, block, &mut units[d as usize]) {
+                // A read error fails the member, as on any other path; the row is then
+                // degraded and has nothing left to compare.
+                drop(st);
+                self.fail_member(slot, "read error during check or resync")?;
                 return Ok(None);
             }
         }
