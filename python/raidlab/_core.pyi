@@ -70,3 +70,12 @@ def serve(
     ready: Callable[[str], None] | None = None,
 ) -> str: ...
 def ctl_request(dir: str, request: str) -> str: ...
+def replay(
+    uri: str,
+    text: str,
+    file: str | None = None,
+    base_dir: str | None = None,
+    qd: int = 1,
+    time_scale: float | None = None,
+    requests_max: int | None = None,
+) -> str: ...

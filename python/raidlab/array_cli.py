@@ -6,6 +6,7 @@
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
     raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check [--json]
+    raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
 
 The work is done by the Rust store (``raidlab._core``); this module parses arguments and
 prints. Bad input raises a ``RaidlabError`` (exit code 2).
@@ -202,6 +203,33 @@ def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from raidlab.api import _source
+
+    text, file, base = _source(args.workload)
+    out = json.loads(
+        _core.replay(
+            args.uri, text, file, base, qd=args.qd, time_scale=args.timestamps, requests_max=args.requests
+        )
+    )
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    console.print(
+        f"replayed {out['requests']:,} requests ({out['nbd_reads']:,} reads, {out['nbd_writes']:,} writes) "
+        f"at depth {out['qd']} in {out['elapsed_s']:.2f} s: {out['iops']:,.0f} IOPS, {out['mb_s']:,.1f} MB/s"
+        + (f", [red]{out['errors']} errors[/red]" if out["errors"] else "")
+    )
+    for kind in ("read", "write"):
+        lat = out[f"{kind}_latency"]
+        if lat:
+            console.print(
+                f"  {kind} latency ms: mean {lat['mean_ms']:.3f}, p50 {lat['p50_ms']:.3f}, p90 {lat['p90_ms']:.3f}, "
+                f"p99 {lat['p99_ms']:.3f}, p99.9 {lat['p999_ms']:.3f}, max {lat['max_ms']:.3f}"
+            )
+    return 0 if out["errors"] == 0 else 1
+
+
 def _slot(text: str) -> int:
     try:
         n = int(text)
@@ -261,6 +289,15 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     r.add_argument("target", help="its path, or the slot a failed device was taken out of")
     r.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_ctl)
+
+    p = sub.add_parser("replay", help="replay a config's workload against an NBD export; IOPS and latency")
+    p.add_argument("uri", help="nbd://HOST:PORT[/EXPORT] or nbd+unix:///EXPORT?socket=PATH")
+    p.add_argument("workload", help="experiment TOML file (its first run's [workload] is replayed)")
+    p.add_argument("--qd", type=positive_int, default=1, help="requests in flight (default 1)")
+    p.add_argument("--timestamps", type=float, default=None, metavar="SCALE", help="issue at trace time x SCALE (default: as fast as possible)")
+    p.add_argument("--requests", type=positive_int, default=None, help="stop after N requests")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_replay)
 
 
 if __name__ == "__main__":  # pragma: no cover

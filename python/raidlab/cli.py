@@ -11,8 +11,9 @@
     raidlab array examine DIR [--json]
     raidlab serve DIR [--listen HOST:PORT | --listen unix:PATH] [--cache POLICY --cache-mib N]
     raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check
+    raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
 
-Exit codes: 0 success, 1 a sweep finished with failed runs, 2 bad input (any RaidlabError,
+Exit codes: 0 success, 1 a sweep finished with failed runs (or a replay saw errors), 2 bad input (any RaidlabError,
 or bad arguments), 130 interrupted.
 """
 

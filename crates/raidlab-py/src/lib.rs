@@ -77,7 +77,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     err
 }
 
-fn parse(
+pub(crate) fn parse(
     py: Python<'_>,
     text: &str,
     file: Option<&str>,
@@ -215,5 +215,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::array_examine, m)?)?;
     m.add_function(wrap_pyfunction!(store::serve, m)?)?;
     m.add_function(wrap_pyfunction!(store::ctl_request, m)?)?;
+    m.add_function(wrap_pyfunction!(store::replay, m)?)?;
     Ok(())
 }

@@ -107,3 +107,33 @@ pub fn ctl_request(py: Python<'_>, dir: &str, request: &str) -> PyResult<String>
     })
     .map_err(|e| to_py(py, e))
 }
+
+/// Replay the workload of a config's first run against an NBD URI; returns JSON text.
+#[pyfunction]
+#[pyo3(signature = (uri, text, file=None, base_dir=None, qd=1, time_scale=None, requests_max=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn replay(
+    py: Python<'_>,
+    uri: &str,
+    text: &str,
+    file: Option<&str>,
+    base_dir: Option<std::path::PathBuf>,
+    qd: u32,
+    time_scale: Option<f64>,
+    requests_max: Option<u64>,
+) -> PyResult<String> {
+    let exps = crate::parse(py, text, file, base_dir)?;
+    let Some(exp) = exps.first() else {
+        return Err(to_py(
+            py,
+            raidlab::Error::config("runs", "the config has no run"),
+        ));
+    };
+    let opts = raidlab_store::replay::ReplayOptions {
+        qd,
+        time_scale,
+        requests_max,
+    };
+    py.allow_threads(|| raidlab_store::replay::replay(uri, exp, &opts).map(|v| v.to_string()))
+        .map_err(|e| to_py(py, e))
+}

@@ -22,4 +22,5 @@ pub mod format;
 pub mod member;
 pub mod nbd;
 pub mod parity;
+pub mod replay;
 pub mod serve;
