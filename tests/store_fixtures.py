@@ -395,6 +395,7 @@ class Background:
     def __init__(self, args: list[str], cwd: Path, tag: str) -> None:
         self.out = cwd / f"{tag}.out"
         self.err = cwd / f"{tag}.err"
+        self.started = time.monotonic()
         with open(self.out, "wb") as o, open(self.err, "wb") as e:
             self.proc = subprocess.Popen(args, cwd=cwd, stdin=subprocess.DEVNULL, stdout=o, stderr=e, start_new_session=True)
 
