@@ -29,6 +29,7 @@ test-rust:
 	cargo test --workspace
 
 test-python: $(STAMP)
+	-@sh scripts/ensure-debs.sh
 	$(VPY) -m pytest -q
 
 bench: $(STAMP)
