@@ -45,7 +45,7 @@ pub const CACHE_POLICIES: &[&str] = &[
 ];
 
 /// Largest read cache in MiB (frames are allocated up front).
-pub const CACHE_MIB_MAX: u64 = crate::ctrl::cache::CAPACITY_BLOCKS_MAX * 4096 >> 20;
+pub const CACHE_MIB_MAX: u64 = (crate::ctrl::cache::CAPACITY_BLOCKS_MAX * 4096) >> 20;
 
 impl ServeOptions {
     /// Build from the command line's values; each bad value is a config error naming its

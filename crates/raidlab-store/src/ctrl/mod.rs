@@ -489,6 +489,24 @@ impl Controller {
     }
 
     fn background_loop(&self) {
+        // Extra rebuild threads; the scope joins them once `stop` is seen.
+        std::thread::scope(|scope| {
+            for _ in 1..rebuild::REBUILD_THREADS {
+                scope.spawn(|| {
+                    while !self.stopping() {
+                        match self.rebuild_step(16) {
+                            Some(wait) if wait.is_zero() => {}
+                            Some(wait) => std::thread::sleep(wait),
+                            None => std::thread::sleep(std::time::Duration::from_millis(20)),
+                        }
+                    }
+                });
+            }
+            self.main_loop();
+        });
+    }
+
+    fn main_loop(&self) {
         let mut last_clear = std::time::Instant::now();
         while !self.stopping() {
             let mut busy = false;

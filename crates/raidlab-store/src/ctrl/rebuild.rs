@@ -20,6 +20,13 @@ use super::Controller;
 use crate::member::Member;
 use crate::parity;
 
+/// Distinct ids of rebuild jobs.
+static JOB_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Threads that rebuild units at once (each unit under its own row lock). Two keep both
+/// cores busy with the copies and the parity when users leave the array idle.
+pub const REBUILD_THREADS: usize = 2;
+
 /// Checkpoint the superblocks at least this often while rebuilding.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
@@ -30,8 +37,10 @@ pub struct Job {
     pub started: Instant,
     pub units: u64,
     pub last_checkpoint: Instant,
-    /// The unit handed out but not yet rebuilt (none between steps).
-    pub in_progress: Option<u64>,
+    /// Units handed out and not yet rebuilt (one per rebuild thread at most).
+    pub in_flight: u32,
+    /// Tells a finishing unit whether its job is still the current one.
+    pub id: u64,
 }
 
 /// What `ctl status` shows of a rebuild.
@@ -73,7 +82,8 @@ impl Controller {
             started: Instant::now(),
             units,
             last_checkpoint: Instant::now(),
-            in_progress: None,
+            in_flight: 0,
+            id: JOB_IDS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -152,14 +162,15 @@ impl Controller {
         })
     }
 
-    /// Rebuild up to `units_max` units. Returns `Some(wait)` when rate control asks to wait,
-    /// `None` when there is nothing more to do right now.
+    /// Rebuild up to `units_max` units. Returns `Some(wait)` when rate control asks to wait
+    /// (or another thread still holds the last units), `None` when there is nothing more to
+    /// do right now. Several threads may call it at once.
     pub fn rebuild_step(&self, units_max: u32) -> Option<Duration> {
         for _ in 0..units_max {
             if self.stopping() {
                 return None;
             }
-            let (slot, unit) = {
+            let (slot, unit, id) = {
                 let mut guard = self.rebuild.lock().ok()?;
                 let j = guard.as_mut()?;
                 let now_ns = j.started.elapsed().as_nanos() as u64;
@@ -174,9 +185,11 @@ impl Controller {
                 }
                 match j.order.next_unit() {
                     Some(u) => {
-                        j.in_progress = Some(u);
-                        (j.slot, u)
+                        j.in_flight += 1;
+                        (j.slot, u, j.id)
                     }
+                    // Another thread is finishing the last units: let it.
+                    None if j.in_flight > 0 => return Some(Duration::from_millis(1)),
                     None => {
                         *guard = None;
                         drop(guard);
@@ -187,29 +200,29 @@ impl Controller {
                     }
                 }
             };
-            if let Err(failed) = self.rebuild_unit(slot, unit) {
+            let result = self.rebuild_unit(slot, unit);
+            let checkpoint_due = {
+                let mut guard = self.rebuild.lock().ok()?;
+                match guard.as_mut() {
+                    Some(j) if j.id == id => {
+                        j.in_flight -= 1;
+                        let due = j.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
+                        if due {
+                            j.last_checkpoint = Instant::now();
+                        }
+                        due
+                    }
+                    _ => false,
+                }
+            };
+            if let Err(failed) = result {
                 // A survivor (or the replacement) failed: fail it; the job is dropped if the
                 // replacement failed or the array cannot go on. Otherwise the unit stays
                 // unrebuilt, and when the order runs out `finish_rebuild_of` starts a fresh
                 // pass over the units left.
                 let _ = self.fail_member(failed, "I/O error during rebuild");
-                if let Ok(mut guard) = self.rebuild.lock() {
-                    if let Some(j) = guard.as_mut() {
-                        j.in_progress = None;
-                    }
-                }
                 return None;
             }
-            let checkpoint_due = {
-                let mut guard = self.rebuild.lock().ok()?;
-                let j = guard.as_mut()?;
-                j.in_progress = None;
-                let due = j.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
-                if due {
-                    j.last_checkpoint = Instant::now();
-                }
-                due
-            };
             if checkpoint_due {
                 let mut st = self.write_state();
                 self.persist(&mut st);
@@ -280,61 +293,67 @@ impl Controller {
         };
         let bpu = self.geo.blocks_per_stripe_unit() as usize;
         let block = self.geo.row_block(unit);
-        let mut bufs: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; reads.len()];
-        for ((&d, dev), buf) in reads.iter().zip(devs).zip(bufs.iter_mut()) {
-            self.member_read(d, dev, block, buf)?;
-        }
-        let mut out = vec![0u8; bpu * BLOCK];
-        match self.geo.level() {
+        let unit_bytes = bpu * BLOCK;
+        // Row members in slot order (data, P, Q); the survivors are read into their places
+        // and the rest solved in place, so the rebuilt unit is written from where it lands.
+        let mut order: Vec<u32> = Vec::with_capacity(self.geo.disks() as usize);
+        let target_at = match self.geo.level() {
             Level::Raid0 => return Ok(()),
-            Level::Raid1 | Level::Raid10 => out.copy_from_slice(&bufs[0]),
+            Level::Raid1 | Level::Raid10 => {
+                order.push(reads[0]);
+                order.push(slot);
+                1
+            }
             Level::Raid5 | Level::Raid6 => {
                 let ndata = self.geo.data_disks() as usize;
                 let par = self.geo.parity_disks(unit);
-                let mut order: Vec<u32> = (0..ndata as u32)
-                    .map(|k| self.geo.data_disk(unit, k))
-                    .collect();
+                order.extend((0..ndata as u32).map(|k| self.geo.data_disk(unit, k)));
                 order.extend(par.p);
                 order.extend(par.q);
-                let mut chunks: Vec<Vec<u8>> = order
-                    .iter()
-                    .map(|d| match reads.iter().position(|r| r == d) {
-                        Some(i) => std::mem::take(&mut bufs[i]),
-                        None => vec![0u8; bpu * BLOCK],
-                    })
-                    .collect();
-                let missing: Vec<usize> = order
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, d)| !reads.contains(d))
-                    .map(|(i, _)| i)
-                    .collect();
-                {
-                    let mut refs: Vec<&mut [u8]> =
-                        chunks.iter_mut().map(|c| c.as_mut_slice()).collect();
-                    parity::reconstruct(ndata, &mut refs, &missing);
-                }
-                let idx = match role {
+                match role {
                     Role::Data(k) => k as usize,
                     Role::P => ndata,
                     Role::Q => ndata + 1,
-                };
-                out.copy_from_slice(&chunks[idx]);
+                }
             }
-        }
-        if self
-            .member_write(slot, target.as_ref(), block, &out)
-            .is_err()
-        {
-            // The replacement failed; `fail_member` drops it and the job.
-            return Err(slot);
-        }
+        };
+        UNIT_BUFS.with(|cell| -> Result<(), u32> {
+            let mut bufs = cell.borrow_mut();
+            bufs.resize(order.len() * unit_bytes, 0);
+            let mut chunks: Vec<&mut [u8]> = bufs.chunks_mut(unit_bytes).collect();
+            let mut missing: Vec<usize> = Vec::with_capacity(3);
+            for (i, d) in order.iter().enumerate() {
+                match reads.iter().position(|r| r == d) {
+                    Some(at) => self.member_read(*d, devs[at].clone(), block, chunks[i])?,
+                    None => missing.push(i),
+                }
+            }
+            if matches!(self.geo.level(), Level::Raid5 | Level::Raid6) {
+                parity::reconstruct(self.geo.data_disks() as usize, &mut chunks, &missing);
+            } else {
+                let (src, dst) = chunks.split_at_mut(1);
+                dst[0].copy_from_slice(src[0]);
+            }
+            if self
+                .member_write(slot, target.as_ref(), block, chunks[target_at])
+                .is_err()
+            {
+                // The replacement failed; `fail_member` drops it and the job.
+                return Err(slot);
+            }
+            Ok(())
+        })?;
         let mut st = self.write_state();
         if st.array.rebuilding(slot).is_some() {
             st.array.mark_rebuilt(slot, unit);
         }
         Ok(())
     }
+}
+
+thread_local! {
+    /// One row's units for a rebuild thread (reused: no allocation per unit).
+    static UNIT_BUFS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The slot whose rebuild the order finished (the only rebuilding one).
