@@ -369,6 +369,9 @@ struct Conn {
 }
 
 impl Conn {
+    /// Send one reply whole (header and data in one writev), so replies never interleave.
+    /// (Coalescing replies finished meanwhile into one write was tried and measured worse:
+    /// more lock traffic and waiting workers.)
     fn reply(&self, error: Errno, cookie: u64, data: &[u8]) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         if error.0 != 0 {
@@ -395,6 +398,10 @@ struct PoolState {
     /// Payload bytes held by queued and running requests.
     held: usize,
     stopping: bool,
+    /// Threads waiting on `work` / `space`: notifying a condition variable costs a system
+    /// call even with nobody waiting, so it is skipped then.
+    idle_workers: usize,
+    space_waiters: usize,
 }
 
 struct Job {
@@ -405,6 +412,16 @@ struct Job {
     len: u32,
     /// Payload buffer (reads and writes), at least `len` long.
     buf: Vec<u8>,
+}
+
+impl Job {
+    /// Payload bytes this job holds while queued or running.
+    fn held(&self) -> usize {
+        match self.cmd {
+            Command::Read | Command::Write { .. } => self.len as usize,
+            _ => 0,
+        }
+    }
 }
 
 struct Shared {
@@ -423,38 +440,43 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Reserve a request slot on `conn` and `len` payload bytes; returns a buffer at least
-    /// `len` long. Waits while the connection or the server is at its bound.
-    fn acquire(&self, conn: &Conn, len: usize) -> Vec<u8> {
+    /// Reserve a request slot on `job.conn` and the job's payload bytes, and give it a
+    /// buffer. A job without a payload to receive is queued at once, in the same critical
+    /// section (`None`); a write is returned to have its payload read, then `submit`ted.
+    /// Waits while the connection or the server is at its bound.
+    fn admit(&self, mut job: Job) -> Option<Job> {
+        let len = job.held();
+        let queue_now = !matches!(job.cmd, Command::Write { .. });
         let mut st = self.lock();
         // Every wait ends when a running request finishes, and requests always finish.
-        while conn.in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT
+        while job.conn.in_flight.load(Ordering::Relaxed) >= MAX_IN_FLIGHT
             || st.held + len > PAYLOAD_BUDGET
         {
-            st = self
-                .space
-                .wait_timeout(st, WAIT_SLICE)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_space(st);
         }
-        conn.in_flight.fetch_add(1, Ordering::Relaxed);
+        job.conn.in_flight.fetch_add(1, Ordering::Relaxed);
         st.held += len;
-        if len == 0 {
-            return Vec::new();
-        }
-        let mut buf = st.free.pop().unwrap_or_default();
-        st.free_bytes -= buf.len();
-        drop(st);
-        if buf.len() < len {
+        if len > 0 {
+            job.buf = st.free.pop().unwrap_or_default();
+            st.free_bytes -= job.buf.len();
+            if job.buf.len() < len && !queue_now {
+                drop(st);
+                job.buf.resize(len, 0);
+                return Some(job);
+            }
             // Only when no recycled buffer is big enough; zero-fill happens once per growth.
-            buf.resize(len, 0);
+            job.buf.resize(job.buf.len().max(len), 0);
         }
-        buf
+        if !queue_now {
+            return Some(job);
+        }
+        self.queue(st, job);
+        None
     }
 
-    /// Give back what `acquire` reserved.
-    fn release(&self, conn: &Conn, buf: Vec<u8>, len: usize) {
-        let mut st = self.lock();
+    /// Give back what `admit` reserved; the caller holds the lock. Returns whether readers
+    /// wait for it.
+    fn release(st: &mut PoolState, conn: &Conn, buf: Vec<u8>, len: usize) -> bool {
         st.held -= len;
         conn.in_flight.fetch_sub(1, Ordering::Relaxed);
         if !buf.is_empty()
@@ -465,24 +487,46 @@ impl Shared {
             st.free_bytes += buf.len();
             st.free.push(buf);
         }
+        st.space_waiters > 0
+    }
+
+    /// Give back a job that was admitted and will not run (its payload never came).
+    fn abandon(&self, job: Job) {
+        let len = job.held();
+        let mut st = self.lock();
+        if Self::release(&mut st, &job.conn, job.buf, len) {
+            self.space.notify_all();
+        }
+    }
+
+    fn queue(&self, mut st: MutexGuard<'_, PoolState>, job: Job) {
+        st.jobs.push_back(job);
+        let wake = st.idle_workers > 0;
         drop(st);
-        self.space.notify_all();
+        if wake {
+            self.work.notify_one();
+        }
     }
 
     fn submit(&self, job: Job) {
-        self.lock().jobs.push_back(job);
-        self.work.notify_one();
+        self.queue(self.lock(), job);
+    }
+
+    fn wait_space<'a>(&'a self, mut st: MutexGuard<'a, PoolState>) -> MutexGuard<'a, PoolState> {
+        st.space_waiters += 1;
+        let (mut st, _) = self
+            .space
+            .wait_timeout(st, WAIT_SLICE)
+            .unwrap_or_else(|e| e.into_inner());
+        st.space_waiters -= 1;
+        st
     }
 
     /// Wait until none of `conn`'s requests is queued or running.
     fn drain(&self, conn: &Conn) {
         let mut st = self.lock();
         while conn.in_flight.load(Ordering::Relaxed) > 0 {
-            st = self
-                .space
-                .wait_timeout(st, WAIT_SLICE)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_space(st);
         }
     }
 }
@@ -542,25 +586,22 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
                 conn.reply(e, req.cookie, &[]);
             }
             Decision::Run(cmd) => {
-                let held = match cmd {
-                    Command::Read | Command::Write { .. } => req.len as usize,
-                    _ => 0,
-                };
-                let mut buf = shared.acquire(conn, held);
-                if let Command::Write { .. } = cmd {
-                    if let Err(e) = reader.read_exact(&mut buf[..held]) {
-                        shared.release(conn, buf, held);
-                        return Err(e);
-                    }
-                }
-                shared.submit(Job {
+                let job = Job {
                     conn: Arc::clone(conn),
                     cmd,
                     cookie: req.cookie,
                     offset: req.offset,
                     len: req.len,
-                    buf,
-                });
+                    buf: Vec::new(),
+                };
+                if let Some(mut job) = shared.admit(job) {
+                    let n = job.held();
+                    if let Err(e) = reader.read_exact(&mut job.buf[..n]) {
+                        shared.abandon(job);
+                        return Err(e);
+                    }
+                    shared.submit(job);
+                }
             }
         }
     }
@@ -569,9 +610,16 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
 
 /// A worker: run queued requests on the backend and send their replies, until stopped.
 fn worker(shared: &Shared) {
+    // The finished job's reservation, given back when taking the next job (one lock).
+    let mut finished: Option<(Arc<Conn>, Vec<u8>, usize)> = None;
     loop {
         let job = {
             let mut st = shared.lock();
+            if let Some((conn, buf, held)) = finished.take() {
+                if Shared::release(&mut st, &conn, buf, held) {
+                    shared.space.notify_all();
+                }
+            }
             loop {
                 if let Some(job) = st.jobs.pop_front() {
                     break job;
@@ -579,13 +627,16 @@ fn worker(shared: &Shared) {
                 if st.stopping {
                     return;
                 }
+                st.idle_workers += 1;
                 st = shared
                     .work
                     .wait_timeout(st, WAIT_SLICE)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                st.idle_workers -= 1;
             }
         };
+        let held = job.held();
         let Job {
             conn,
             cmd,
@@ -605,27 +656,20 @@ fn worker(shared: &Shared) {
             Command::WriteZeroes { fua } => backend.write_zeroes(offset, u64::from(len), fua),
         }))
         .unwrap_or(Err(EIO));
-        let held = match cmd {
-            Command::Read => {
-                if result.is_ok() {
-                    conn.bytes_read.fetch_add(u64::from(len), Ordering::Relaxed);
-                }
-                n
-            }
-            Command::Write { .. } => {
-                if result.is_ok() {
-                    conn.bytes_written
-                        .fetch_add(u64::from(len), Ordering::Relaxed);
-                }
-                n
-            }
-            _ => 0,
-        };
+        if result.is_ok() {
+            match cmd {
+                Command::Read => conn.bytes_read.fetch_add(u64::from(len), Ordering::Relaxed),
+                Command::Write { .. } => conn
+                    .bytes_written
+                    .fetch_add(u64::from(len), Ordering::Relaxed),
+                _ => 0,
+            };
+        }
         match result {
             Ok(()) if cmd == Command::Read => conn.reply(Errno(0), cookie, &buf[..n]),
             Ok(()) => conn.reply(Errno(0), cookie, &[]),
             Err(e) => conn.reply(if e.0 == 0 { EIO } else { e }, cookie, &[]),
         }
-        shared.release(&conn, buf, held);
+        finished = Some((conn, buf, held));
     }
 }
