@@ -14,6 +14,8 @@ use super::proto::*;
 use super::*;
 
 const MIB: usize = 1 << 20;
+const PANIC_AT: u64 = 3 * 4096;
+const EIO_AT: u64 = 5 * 4096;
 
 /// A `Vec<u8>` export. Trim zeroes (so a model can predict reads); `delay` slows every call.
 struct Mem {
@@ -21,6 +23,7 @@ struct Mem {
     data: RwLock<Vec<u8>>,
     block: BlockSize,
     read_only: bool,
+    faulty: bool,
     delay: Duration,
     started: AtomicUsize,
     flushes: AtomicU64,
@@ -38,6 +41,7 @@ impl Mem {
                 maximum: 4 * MIB as u32,
             },
             read_only: false,
+            faulty: false,
             delay: Duration::ZERO,
             started: AtomicUsize::new(0),
             flushes: AtomicU64::new(0),
@@ -79,6 +83,13 @@ impl Backend for Mem {
     }
     fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), Errno> {
         self.enter(false);
+        // If `faulty`, offsets at the magic values stand for a backend bug (a panic) or an I/O error.
+        match offset {
+            _ if !self.faulty => {}
+            PANIC_AT => panic!("test backend panics on purpose"),
+            EIO_AT => return Err(EIO),
+            _ => {}
+        }
         let d = self.data.read().unwrap();
         buf.copy_from_slice(&d[offset as usize..offset as usize + buf.len()]);
         Ok(())
@@ -952,4 +963,26 @@ fn interop_nbdinfo_and_nbdcopy() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     srv.finish();
+}
+
+#[test]
+fn backend_errors_and_panics_become_error_replies() {
+    let mut m = Mem::new(MIB);
+    m.faulty = true;
+    let mem = Arc::new(m);
+    let srv = Running::start_on(
+        &Listen::Tcp("[::1]:0".parse().unwrap()),
+        Arc::clone(&mem),
+        Some(1),
+    );
+    assert!(srv.addr.starts_with("[::1]:"), "{}", srv.addr);
+    let mut c = Client::connect(&srv.uri()).unwrap();
+    let mut b = [0u8; 4096];
+    assert_eq!(server_errno(c.read(EIO_AT, &mut b)), EIO);
+    assert_eq!(server_errno(c.read(PANIC_AT, &mut b)), EIO);
+    // The only worker survived its backend's panic.
+    c.read(0, &mut b).unwrap();
+    c.disconnect().unwrap();
+    let stats = srv.finish();
+    assert_eq!((stats.requests, stats.errors), (3, 2));
 }
