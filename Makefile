@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_sweep.py
 	$(VPY) benches/bench_stow.py
 	$(VPY) benches/bench_rapid.py
+	$(VPY) benches/bench_store.py
 
 clean:
 	rm -rf $(VENV) target results
