@@ -240,7 +240,14 @@ def test_add_spare_while_fio_verifies(tmp_path: Path, store_servers: ServerPool,
     try:
         time.sleep(0.3)
         assert "add-spare: ok" in cli_ok("ctl", d, "add-spare", spare)
-        saw_rebuild = status(d)["rebuild"] is not None
+        # The rebuild starts by itself (it may already be under way, or over).
+        saw_rebuild = bool(
+            wait_until(
+                lambda: status(d)["rebuild"] is not None or Path(status(d)["members"][failed]["path"] or "").name == "spare-new",
+                10,
+                "the rebuild onto the new spare to start",
+            )
+        )
         fio_finished_ok(bg, out)
         # Then about 2 s of new writes (another seed) and their verification, still during
         # the rebuild.
