@@ -163,8 +163,9 @@ impl Controller {
             // Slot order: data slots, P, Q; the plan read every member needed.
             let ndata = self.geo.data_disks() as usize;
             let par = self.geo.parity_disks(row);
+            // Data in Q's syndrome order (md's), then P, then Q.
             let mut order: Vec<usize> = (0..ndata as u32)
-                .map(|k| self.geo.data_disk(row, k) as usize)
+                .map(|i| self.geo.syndrome_disk(row, i) as usize)
                 .collect();
             order.extend(par.p.map(|d| d as usize));
             let q_read = par.q.is_some_and(|q| disks.contains(&q));
@@ -398,8 +399,9 @@ impl Controller {
             }
             if matches!(level, Level::Raid5 | Level::Raid6) {
                 let par = self.geo.parity_disks(row);
+                // In Q's syndrome order (md's), which column.rs weights by g^position.
                 let data: Vec<usize> = (0..self.geo.data_disks())
-                    .map(|k| self.geo.data_disk(row, k) as usize)
+                    .map(|i| self.geo.syndrome_disk(row, i) as usize)
                     .collect();
                 let lost: Vec<bool> = (0..n as u32).map(|d| st.array.lost(d, row)).collect();
                 let mut cols = vec![false; width];

@@ -307,11 +307,12 @@ impl Controller {
             Level::Raid5 | Level::Raid6 => {
                 let ndata = self.geo.data_disks() as usize;
                 let par = self.geo.parity_disks(unit);
-                order.extend((0..ndata as u32).map(|k| self.geo.data_disk(unit, k)));
+                // Data in Q's syndrome order (md's), then P, then Q.
+                order.extend((0..ndata as u32).map(|i| self.geo.syndrome_disk(unit, i)));
                 order.extend(par.p);
                 order.extend(par.q);
                 match role {
-                    Role::Data(k) => k as usize,
+                    Role::Data(_) => order.iter().position(|&d| d == slot).unwrap_or(0),
                     Role::P => ndata,
                     Role::Q => ndata + 1,
                 }

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use raidlab::array::{Level, Role};
+use raidlab::array::Level;
 
 use super::column::BLOCK;
 use super::{Controller, IoFail};
@@ -227,12 +227,12 @@ impl Controller {
             Level::Raid5 | Level::Raid6 => {
                 let mut p = vec![0u8; bpu * BLOCK];
                 let mut q = vec![0u8; bpu * BLOCK];
-                for d in 0..n {
-                    if let Role::Data(k) = self.geo.role(row, d) {
-                        parity::xor_into(&mut p, &units[d as usize]);
-                        if level == Level::Raid6 {
-                            parity::mul_xor_into(&mut q, &units[d as usize], k as usize);
-                        }
+                // Data in Q's syndrome order (md's): the i-th is weighted by g^i.
+                for i in 0..self.geo.data_disks() {
+                    let d = self.geo.syndrome_disk(row, i) as usize;
+                    parity::xor_into(&mut p, &units[d]);
+                    if level == Level::Raid6 {
+                        parity::mul_xor_into(&mut q, &units[d], i as usize);
                     }
                 }
                 let par = self.geo.parity_disks(row);

@@ -329,6 +329,25 @@ impl Geometry {
         }
     }
 
+    /// The data disk whose chunk Q weights by g^`i` in `row` (md's syndrome order). md sums
+    /// Q over the row's disks walking from the disk after Q round the array (from disk 0
+    /// when Q is the last disk: `raid6_d0`), skipping P and Q; since P and Q sit on
+    /// consecutive disks they are the walk's last two, so the `i`-th data disk of the walk
+    /// is `i` disks past its start. For the symmetric layouts this is data slot `i`; the
+    /// asymmetric layouts start their data at disk 0 and differ. Without Q (RAID-5) the
+    /// order does not matter and this is data slot `i`.
+    #[inline]
+    pub fn syndrome_disk(&self, row: u64, i: u32) -> u32 {
+        debug_assert!(i < self.data);
+        match self.parity_disks(row).q {
+            Some(q) if self.level == Level::Raid6 => {
+                let d0 = if q + 1 == self.disks { 0 } else { q + 1 };
+                (d0 + i) % self.disks
+            }
+            _ => self.data_disk(row, i),
+        }
+    }
+
     /// Every copy of data `slot` in `row`, for mirrors (`first..first + count`, step 1), and
     /// the single data disk otherwise.
     #[inline]

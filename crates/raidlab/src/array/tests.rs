@@ -450,3 +450,31 @@ fn extreme_addresses_do_not_panic() {
     assert!(p.ops.is_empty(), "the range is clipped at u64::MAX");
     assert_eq!(a.logical_of(0, u64::MAX), None);
 }
+
+#[test]
+fn raid6_syndrome_order_follows_md_walk() {
+    use super::layout::{Geometry, Layout, Level};
+    // Symmetric layouts: the syndrome order is the data-slot order.
+    let g = Geometry::new(Level::Raid6, Layout::LeftSymmetric, 6, 65536, 4096).unwrap();
+    for row in 0..12 {
+        for i in 0..4 {
+            assert_eq!(g.syndrome_disk(row, i), g.data_disk(row, i));
+        }
+    }
+    // Left-asymmetric, 6 disks, row 2: P on disk 3, Q on 4; data slots on disks 0, 1, 2, 5;
+    // md's walk starts after Q at disk 5, so Q weights disk 5 by g^0 and disk 0 by g^1.
+    let g = Geometry::new(Level::Raid6, Layout::LeftAsymmetric, 6, 65536, 4096).unwrap();
+    let logical: Vec<u32> = (0..4).map(|k| g.data_disk(2, k)).collect();
+    let syndrome: Vec<u32> = (0..4).map(|i| g.syndrome_disk(2, i)).collect();
+    assert_eq!(logical, [0, 1, 2, 5]);
+    assert_eq!(syndrome, [5, 0, 1, 2]);
+    // Row 0 (P last, Q wrapped to disk 0) and row 1 (Q last): the walk is the slot order.
+    assert_eq!(
+        (0..4).map(|i| g.syndrome_disk(0, i)).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    assert_eq!(
+        (0..4).map(|i| g.syndrome_disk(1, i)).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+}
