@@ -3,7 +3,7 @@
 //!
 //! nbd_mem_server LISTEN SIZE_MIB|file:PATH [WORKERS] [SECONDS]
 //!   e.g. nbd_mem_server 127.0.0.1:10809 256 4 60
-//!        nbd_mem_server 127.0.0.1:10809 file:/dev/shm/x.img
+//!        nbd_mem_server 127.0.0.1:10809 file:disk.img
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;

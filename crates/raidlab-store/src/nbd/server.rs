@@ -370,8 +370,8 @@ struct Conn {
 
 impl Conn {
     /// Send one reply whole (header and data in one writev), so replies never interleave.
-    /// (Coalescing replies finished meanwhile into one write was tried and measured worse:
-    /// more lock traffic and waiting workers.)
+    /// (Coalescing replies finished meanwhile into one write was tried: far fewer system
+    /// calls, but on 2 cores no better in CPU per request or IOPS, so the simple way stays.)
     fn reply(&self, error: Errno, cookie: u64, data: &[u8]) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         if error.0 != 0 {
