@@ -35,6 +35,22 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _shape(out: dict[str, Any]) -> str:
+    """'raid5 (left-symmetric) of 5 members, chunk 64.0 KiB, 256.0 MiB' of a create,
+    examine or status reply."""
+    return (
+        f"{out['level']} ({out['layout']}) of {out['disks']} members, "
+        f"chunk {_size(out['chunk_bytes'])}, {_size(out['size_bytes'])}"
+    )
+
+
+def _print_json_or(args: argparse.Namespace, out: dict[str, Any]) -> bool:
+    """Print ``out`` as JSON when ``--json`` was given; tells whether it did."""
+    if args.json:
+        print(json.dumps(out, indent=2))
+    return bool(args.json)
+
+
 def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
     out = json.loads(
         _core.array_create(
@@ -50,13 +66,11 @@ def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
             force=args.force,
         )
     )
-    if args.json:
-        print(json.dumps(out, indent=2))
+    if _print_json_or(args, out):
         return 0
     console.print(
-        f"created [bold]{out['name']}[/bold]: {out['level']} of {out['disks']} members "
-        f"({out['layout']}), chunk {_size(out['chunk_bytes'])}, {_size(out['size_bytes'])} "
-        f"usable, data at offset {out['data_offset_bytes']} on each member, uuid {out['uuid']}"
+        f"created [bold]{out['name']}[/bold]: {_shape(out)} usable, "
+        f"data at offset {out['data_offset_bytes']} on each member, uuid {out['uuid']}"
     )
     for p in out["members"]:
         console.print(f"  member {p}")
@@ -69,12 +83,10 @@ def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
     out = json.loads(_core.array_examine(args.dir))
-    if args.json:
-        print(json.dumps(out, indent=2))
+    if _print_json_or(args, out):
         return 0
     console.print(
-        f"[bold]{out['name']}[/bold] {out['level']} ({out['layout']}) of {out['disks']} members, "
-        f"chunk {_size(out['chunk_bytes'])}, {_size(out['size_bytes'])}, events {out['events']}, "
+        f"[bold]{out['name']}[/bold] {_shape(out)}, events {out['events']}, "
         f"{'clean' if out['clean'] else 'dirty'}"
     )
     for m in out["members"]:
@@ -126,8 +138,7 @@ def _ctl(dir: str, req: dict[str, Any]) -> dict[str, Any]:
 
 def _status_text(st: dict[str, Any], console: Console) -> None:
     console.print(
-        f"state [bold]{st['state']}[/bold], {st['level']} ({st['layout']}) of {st['disks']} members, "
-        f"chunk {_size(st['chunk_bytes'])}, {_size(st['size_bytes'])}, "
+        f"state [bold]{st['state']}[/bold], {_shape(st)}, "
         f"data_offset_bytes {st['data_offset_bytes']}, events {st['events']}"
     )
     if st.get("failure"):
@@ -176,9 +187,7 @@ def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
     action = args.action
     if action == "status":
         st = _ctl(args.dir, {"cmd": "status"})
-        if args.json:
-            print(json.dumps(st, indent=2))
-        else:
+        if not _print_json_or(args, st):
             _status_text(st, console)
         return 0
     if action == "check":

@@ -209,19 +209,11 @@ impl Controller {
         block: u64,
         buf: &mut [u8],
     ) -> Result<(), u32> {
-        let Some(dev) = dev else { return Err(slot) };
+        let blocks = (buf.len() / BLOCK) as u64;
         let c = &self.counters[slot as usize];
-        match dev.read_at(buf, self.shape.data_offset_bytes + block * BLOCK as u64) {
-            Ok(()) => {
-                c.read_blocks
-                    .fetch_add((buf.len() / BLOCK) as u64, Ordering::Relaxed);
-                Ok(())
-            }
-            Err(_) => {
-                c.errors.fetch_add(1, Ordering::Relaxed);
-                Err(slot)
-            }
-        }
+        self.member_io(slot, dev.as_ref(), &c.read_blocks, blocks, |d| {
+            d.read_at(buf, self.shape.data_offset_bytes + block * BLOCK as u64)
+        })
     }
 
     pub(crate) fn member_write(
@@ -231,16 +223,32 @@ impl Controller {
         block: u64,
         buf: &[u8],
     ) -> Result<(), u32> {
-        let Some(dev) = dev else { return Err(slot) };
+        let blocks = (buf.len() / BLOCK) as u64;
         let c = &self.counters[slot as usize];
-        match dev.write_at(buf, self.shape.data_offset_bytes + block * BLOCK as u64) {
+        self.member_io(slot, dev, &c.write_blocks, blocks, |d| {
+            d.write_at(buf, self.shape.data_offset_bytes + block * BLOCK as u64)
+        })
+    }
+
+    /// One data-area operation on a member, counted in `done` (blocks) or as an error.
+    fn member_io(
+        &self,
+        slot: u32,
+        dev: Option<&Arc<dyn Member>>,
+        done: &std::sync::atomic::AtomicU64,
+        blocks: u64,
+        op: impl FnOnce(&dyn Member) -> std::io::Result<()>,
+    ) -> Result<(), u32> {
+        let Some(dev) = dev else { return Err(slot) };
+        match op(dev.as_ref()) {
             Ok(()) => {
-                c.write_blocks
-                    .fetch_add((buf.len() / BLOCK) as u64, Ordering::Relaxed);
+                done.fetch_add(blocks, Ordering::Relaxed);
                 Ok(())
             }
             Err(_) => {
-                c.errors.fetch_add(1, Ordering::Relaxed);
+                self.counters[slot as usize]
+                    .errors
+                    .fetch_add(1, Ordering::Relaxed);
                 Err(slot)
             }
         }

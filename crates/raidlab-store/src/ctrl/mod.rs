@@ -450,23 +450,10 @@ impl Controller {
 
     /// Sync every live member (NBD FLUSH).
     pub fn flush(&self) -> Result<(), IoFail> {
-        let devs: Vec<(u32, Arc<dyn Member>)> = {
-            let st = self.read_state();
-            if let Some(d) = &st.dead {
-                return Err(IoFail::Failed(d.clone()));
-            }
-            st.devs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, d)| d.clone().map(|d| (i as u32, d)))
-                .collect()
-        };
-        for (slot, d) in devs {
-            if let Err(e) = d.sync() {
-                self.fail_member(slot, &format!("sync: {e}"))?;
-            }
+        if let Some(d) = &self.read_state().dead {
+            return Err(IoFail::Failed(d.clone()));
         }
-        Ok(())
+        self.sync_slots(&vec![true; self.shape.disks as usize])
     }
 
     /// Ask background work (rebuild, resync) to stop.
