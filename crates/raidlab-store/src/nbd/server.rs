@@ -28,6 +28,12 @@ use super::proto::{
 };
 use super::{Backend, Errno, Listen, ServeStats, EIO};
 
+/// The reader runs a request itself while the backend's average time per request is below
+/// this (memory speed); above it, requests go to the workers (see `Shared::inline_ok`).
+const INLINE_SERVICE_NS_MAX: u64 = 50_000;
+/// Largest payload the reader runs itself (larger ones use the workers' pooled buffers).
+const INLINE_BYTES_MAX: usize = 1 << 20;
+
 /// Connections served at once; more are closed on accept.
 pub const MAX_CONNECTIONS: usize = 128;
 /// Requests queued or running per connection; the reader stops reading beyond this.
@@ -219,6 +225,7 @@ impl Server {
             backend,
             export,
             debug: std::env::var_os("RAIDLAB_NBD_DEBUG").is_some(),
+            service_ns_avg: AtomicU64::new(0),
         });
         match &self.listener {
             Listener::Tcp(l) => l.set_nonblocking(true)?,
@@ -433,9 +440,70 @@ struct Shared {
     backend: Arc<dyn Backend>,
     export: ExportInfo,
     debug: bool,
+    /// Moving average of the backend's time per request, in ns (see `inline_ok`).
+    service_ns_avg: AtomicU64,
 }
 
 impl Shared {
+    /// Whether the connection's reader may run a request itself instead of handing it to a
+    /// worker. The reader does so only while more requests are already buffered behind
+    /// this one (it would not block on the socket anyway) and while the backend answers in
+    /// memory time: then the handoff (a wakeup and two context switches) costs more than
+    /// the request, and on two cores it was most of the time per request (4 KiB random
+    /// reads at depth 32 on a RAID-0 in tmpfs: 149 K IOPS handing every request off, 200 K
+    /// with this). The last request of a burst still goes to a worker, so the reader's next
+    /// wait on the socket overlaps it; a slow backend (real disks) always uses the workers,
+    /// so one long request never holds up the requests behind it.
+    fn inline_ok(&self, cmd: Command) -> bool {
+        !matches!(cmd, Command::Flush)
+            && self.service_ns_avg.load(Ordering::Relaxed) < INLINE_SERVICE_NS_MAX
+    }
+
+    /// Run one request on the backend and send its reply.
+    fn execute(
+        &self,
+        conn: &Conn,
+        cmd: Command,
+        cookie: u64,
+        offset: u64,
+        len: u32,
+        buf: &mut [u8],
+    ) {
+        let n = len as usize;
+        let backend = &*self.backend;
+        let t0 = std::time::Instant::now();
+        // A panicking backend must not take the thread (and the drain) with it.
+        let result = catch_unwind(AssertUnwindSafe(|| match cmd {
+            Command::Read => backend.read(offset, &mut buf[..n]),
+            Command::Write { fua } => backend.write(offset, &buf[..n], fua),
+            Command::Flush => backend.flush(),
+            Command::Trim { fua } => backend.trim(offset, u64::from(len), fua),
+            Command::WriteZeroes { fua } => backend.write_zeroes(offset, u64::from(len), fua),
+        }))
+        .unwrap_or(Err(EIO));
+        if !matches!(cmd, Command::Flush) {
+            // A racy moving average (1/8 weight) is enough to tell memory from disk speed.
+            let ns = t0.elapsed().as_nanos().min(u128::from(u32::MAX)) as u64;
+            let avg = self.service_ns_avg.load(Ordering::Relaxed);
+            self.service_ns_avg
+                .store(avg - avg / 8 + ns / 8, Ordering::Relaxed);
+        }
+        if result.is_ok() {
+            match cmd {
+                Command::Read => conn.bytes_read.fetch_add(u64::from(len), Ordering::Relaxed),
+                Command::Write { .. } => conn
+                    .bytes_written
+                    .fetch_add(u64::from(len), Ordering::Relaxed),
+                _ => 0,
+            };
+        }
+        match result {
+            Ok(()) if cmd == Command::Read => conn.reply(Errno(0), cookie, &buf[..n]),
+            Ok(()) => conn.reply(Errno(0), cookie, &[]),
+            Err(e) => conn.reply(if e.0 == 0 { EIO } else { e }, cookie, &[]),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, PoolState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -567,6 +635,8 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
         }
     }
     let mut head = [0u8; REQUEST_LEN];
+    // The payload of requests the reader runs itself (grown to the largest, then reused).
+    let mut inline_buf: Vec<u8> = Vec::new();
     // One pass per request; ends with the client (end of stream, DISC) or a protocol error.
     while !conn.dead.load(Ordering::Relaxed) {
         if !read_full(&mut reader, &mut head)? {
@@ -584,6 +654,30 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
             Decision::Reject(e) => {
                 discard(&mut reader, u64::from(req.payload_len()))?;
                 conn.reply(e, req.cookie, &[]);
+            }
+            Decision::Run(cmd)
+                if shared.inline_ok(cmd)
+                    && req.len as usize <= INLINE_BYTES_MAX
+                    && !reader.buffer().is_empty() =>
+            {
+                let n = match cmd {
+                    Command::Read | Command::Write { .. } => req.len as usize,
+                    _ => 0,
+                };
+                if inline_buf.len() < n {
+                    inline_buf.resize(n, 0);
+                }
+                if matches!(cmd, Command::Write { .. }) {
+                    reader.read_exact(&mut inline_buf[..n])?;
+                }
+                shared.execute(
+                    conn,
+                    cmd,
+                    req.cookie,
+                    req.offset,
+                    req.len,
+                    &mut inline_buf[..n],
+                );
             }
             Decision::Run(cmd) => {
                 let job = Job {
@@ -645,31 +739,7 @@ fn worker(shared: &Shared) {
             len,
             mut buf,
         } = job;
-        let n = len as usize;
-        let backend = &*shared.backend;
-        // A panicking backend must not take the worker (and the drain) with it.
-        let result = catch_unwind(AssertUnwindSafe(|| match cmd {
-            Command::Read => backend.read(offset, &mut buf[..n]),
-            Command::Write { fua } => backend.write(offset, &buf[..n], fua),
-            Command::Flush => backend.flush(),
-            Command::Trim { fua } => backend.trim(offset, u64::from(len), fua),
-            Command::WriteZeroes { fua } => backend.write_zeroes(offset, u64::from(len), fua),
-        }))
-        .unwrap_or(Err(EIO));
-        if result.is_ok() {
-            match cmd {
-                Command::Read => conn.bytes_read.fetch_add(u64::from(len), Ordering::Relaxed),
-                Command::Write { .. } => conn
-                    .bytes_written
-                    .fetch_add(u64::from(len), Ordering::Relaxed),
-                _ => 0,
-            };
-        }
-        match result {
-            Ok(()) if cmd == Command::Read => conn.reply(Errno(0), cookie, &buf[..n]),
-            Ok(()) => conn.reply(Errno(0), cookie, &[]),
-            Err(e) => conn.reply(if e.0 == 0 { EIO } else { e }, cookie, &[]),
-        }
+        shared.execute(&conn, cmd, cookie, offset, len, &mut buf);
         finished = Some((conn, buf, held));
     }
 }
