@@ -305,3 +305,59 @@ fn read_cache_serves_hits_and_never_returns_stale_data() {
     assert_eq!(&b[BLOCK..2 * BLOCK], &newer[..]);
     assert!(cache.resident_blocks() <= 16);
 }
+
+#[test]
+fn pro_rebuilds_the_rows_users_read_first() {
+    use raidlab::rebuild::{OrderSpec, ProSpec};
+    let sh = shape(Level::Raid5, 4, 64);
+    let m = mem_members(&sh, "d", 4);
+    let opts = Options {
+        rebuild_order: OrderSpec::Pro(ProSpec {
+            zone_units: 4,
+            zones_max: 8,
+            slice_units: 2,
+        }),
+        ..Options::default()
+    };
+    let (c, _) = controller(&sh, &m, opts);
+    let mut model = vec![0u8; c.size_bytes() as usize];
+    scribble(&c, &mut model, 6);
+    c.fail_member(2, "test").unwrap();
+    let spare = Arc::new(MemMember::new(
+        "s0",
+        sh.data_offset_bytes + sh.member_data_bytes,
+    ));
+    c.add_spare(spare).unwrap();
+    // Users read the failed member's units in rows 40..44 (where it holds data), again and
+    // again: PRO's access monitor sees them through the reconstruction path.
+    let per_row = c.geo.blocks_per_stripe();
+    let hot: Vec<u64> = (40..44u64)
+        .filter(|&r| matches!(c.geo.role(r, 2), raidlab::array::Role::Data(_)))
+        .collect();
+    assert_eq!(hot.len(), 3);
+    for _ in 0..3 {
+        for &row in &hot {
+            let lba = (0..per_row)
+                .map(|b| row * per_row + b)
+                .find(|&lba| c.geo.locate(lba).disk == 2)
+                .unwrap();
+            let mut b = vec![0u8; BLOCK];
+            c.read(lba * BLOCK as u64, &mut b).unwrap();
+            assert_eq!(b, model[lba as usize * BLOCK..(lba as usize + 1) * BLOCK]);
+        }
+    }
+    assert_eq!(c.rebuild_step(4), Some(std::time::Duration::ZERO));
+    let st = c.read_state();
+    let map = st.array.rebuilding(2).unwrap();
+    let done: Vec<u64> = (0..64).filter(|&r| map.get(r)).collect();
+    // PRO gives the popular zone its slices at once (here after one 2-unit slice of the
+    // zone it started in); the sequential order would have done rows 0..4.
+    assert_eq!(done.len(), 4);
+    assert!(
+        done.iter().filter(|r| (40..48).contains(*r)).count() >= 2,
+        "hot zone early: {done:?}"
+    );
+    drop(st);
+    rebuild_to_end(&c);
+    assert_eq!(read_all(&c), model);
+}
