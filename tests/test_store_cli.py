@@ -229,3 +229,30 @@ def test_ctl_without_server_exits_2(tmp_path: Path) -> None:
 def test_examine_of_a_directory_without_array_exits_2(tmp_path: Path) -> None:
     msg = cli_bad_input("array", "examine", tmp_path / "nothing")
     assert "nothing" in msg
+
+
+def test_create_on_explicit_member_files_resyncs_them_when_served(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    """Explicit members (files here; block devices alike) may follow the options, as with
+    mdadm. They keep their old bytes, so the array starts dirty and the first serve resyncs
+    parity; a member too small for the size asked is refused before anything is written."""
+    files = [tmp_path / f"m{i}" for i in range(3)]
+    for i, f in enumerate(files):
+        f.write_bytes(bytes([i + 1]) * (3 * MiB))
+    d = tmp_path / "arr"
+    out = cli_ok("array", "create", d, "--level", "raid5", "--disks", "3", "--chunk", "64KiB", "--size", "2MiB", *files)
+    assert "resynced when first served" in out
+    ex = examine(d)
+    assert [m["path"] for m in ex["members"]] == [str(f) for f in files]
+    assert ex["clean"] is False
+    srv = store_servers.start(d)
+    wait_until(lambda: status(d)["state"] in ("clean", "active"), timeout=60, what="the initial resync")
+    assert check(d)["mismatches"] == 0
+    srv.stop()
+    msg = cli_bad_input("array", "create", tmp_path / "arr2", "--level", "raid1", "--disks", "2", "--size", "2MiB", *files[:2])
+    assert "already a member" in msg and "--force" in msg
+    fresh, small = tmp_path / "fresh", tmp_path / "small"
+    fresh.write_bytes(b"\0" * (3 * MiB))
+    small.write_bytes(b"\0" * MiB)
+    msg = cli_bad_input("array", "create", tmp_path / "arr3", "--level", "raid1", "--disks", "2", "--size", "2MiB", fresh, small)
+    assert "small" in msg
+    assert not (tmp_path / "arr3" / "members.json").exists()

@@ -276,7 +276,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:
+        # `raidlab array create DIR --level ... MEMBER ...`: member paths may follow the
+        # options, as with mdadm (argparse alone only takes them right after DIR).
+        if getattr(args, "array_command", None) == "create" and not any(e.startswith("-") for e in extra):
+            args.members = [*args.members, *extra]
+        else:
+            p.error(f"unrecognized arguments: {' '.join(extra)}")
     # Piped output is read by scripts and logs: do not squeeze tables into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)

@@ -162,7 +162,7 @@ fn check_explicit(path: &Path, need: u64, force: bool) -> Result<()> {
             return Err(Error::store(
                 &name,
                 format!(
-                    "already a member of array {:?} (uuid {}); use force to reuse it",
+                    "already a member of array {:?} (uuid {}); use --force to reuse it",
                     sb.name,
                     uuid_string(&sb.array_uuid)
                 ),
@@ -203,7 +203,7 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
     if mp.exists() && !spec.force {
         return Err(Error::store(
             display(&mp),
-            "the directory already holds an array (use force to overwrite it)",
+            "the directory already holds an array (use --force to overwrite it)",
         ));
     }
     let n = spec.disks as usize + spec.spares as usize;
@@ -243,7 +243,7 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
                 if let Some(p) = list.iter().find(|p| p.exists()) {
                     return Err(Error::store(
                         display(p),
-                        "exists already (use force to overwrite it)",
+                        "exists already (use --force to overwrite it)",
                     ));
                 }
             }
