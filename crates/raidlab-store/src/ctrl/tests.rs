@@ -76,18 +76,7 @@ pub(crate) fn controller(
     (c, rec)
 }
 
-/// Deterministic bytes for a write: block `b` of write `seed`.
-pub(crate) fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+pub(crate) use super::tests_pattern::pattern;
 
 pub(crate) fn read_all(c: &Controller) -> Vec<u8> {
     let mut buf = vec![0u8; c.size_bytes() as usize];

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::proto::*;
 use super::*;
+use crate::ctrl::tests_pattern::pattern;
 
 const MIB: usize = 1 << 20;
 const PANIC_AT: u64 = 3 * 4096;
@@ -252,18 +253,6 @@ fn info_data(name: &str, infos: &[u16]) -> Vec<u8> {
         d.extend_from_slice(&i.to_be_bytes());
     }
     d
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn server_errno(r: Result<(), ClientError>) -> Errno {
