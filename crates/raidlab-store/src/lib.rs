@@ -12,11 +12,15 @@
 //! - `nbd`: the NBD protocol (fixed newstyle) and the server front, with a `Backend` trait;
 //! - `ctrl`: the controller (array state, request paths, read cache, rebuild, resync, check);
 //! - `serve`, `control`: `raidlab serve` and its control socket (`raidlab ctl`);
+//! - `crash`: a test tool that records member writes and barriers and materialises the
+//!   states a power loss could leave (crash-consistency tests);
 //!
 //! No Python here; `raidlab-py` binds it. See `docs/store.md`.
 
 pub mod args;
 pub mod control;
+#[doc(hidden)]
+pub mod crash;
 pub mod ctrl;
 pub mod format;
 pub mod member;
