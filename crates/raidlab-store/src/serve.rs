@@ -225,7 +225,15 @@ pub fn serve(
     if let Some((slot, checkpoint)) = a.recovering {
         eprintln!("raidlab serve: resuming the rebuild of slot {slot} from row {checkpoint}");
     }
-    let mut server = Server::bind(&listen).map_err(|e| Error::io(opts.listen.clone(), &e))?;
+    let mut server = match Server::bind(&listen) {
+        Ok(s) => s,
+        Err(e) => {
+            // Nothing was served: leave no control socket behind.
+            drop(control_listener);
+            let _ = std::fs::remove_file(control::socket_path(dir));
+            return Err(Error::io(opts.listen.clone(), &e));
+        }
+    };
     if let Some(w) = opts.workers {
         server = server.with_workers(w);
     }
