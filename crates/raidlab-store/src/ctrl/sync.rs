@@ -116,15 +116,34 @@ impl Controller {
 
     /// Clear the bits of regions idle for `CLEAR_AFTER` (all idle ones when `all`), except
     /// those still queued for resync. Returns how many were cleared.
+    ///
+    /// The members are synced first: a cleared bit must never be durable while a write of
+    /// its region is not, or a crash could leave that row's data and parity out of step
+    /// with no bit to resync it (md writes its bitmap with a preflush for the same reason).
+    /// A region written after the sync began keeps its bit.
     pub fn intent_clear_idle(&self, all: bool) -> usize {
+        let idle = |r: &Resync, g: usize, now: Instant| {
+            r.inflight[g] == 0
+                && (all || r.last_write[g].is_none_or(|t| now.duration_since(t) >= CLEAR_AFTER))
+        };
+        let candidates: Vec<usize> = {
+            let r = self.resync_lock();
+            let now = Instant::now();
+            (0..r.dirty.len())
+                .filter(|&g| r.dirty[g] && idle(&r, g, now) && !r.todo.contains(&(g as u64)))
+                .collect()
+        };
+        if candidates.is_empty() {
+            return 0;
+        }
+        let synced_at = Instant::now();
+        // A member that fails its sync is failed; its rows are then degraded, not torn.
+        let _ = self.sync_slots(&vec![true; self.shape.disks as usize]);
         let mut r = self.resync_lock();
-        let now = Instant::now();
         let mut cleared = 0;
-        let queued: std::collections::HashSet<u64> = r.todo.iter().copied().collect();
-        for g in 0..r.dirty.len() {
-            let idle = r.inflight[g] == 0
-                && (all || r.last_write[g].is_none_or(|t| now.duration_since(t) >= CLEAR_AFTER));
-            if r.dirty[g] && idle && !queued.contains(&(g as u64)) {
+        for g in candidates {
+            let untouched = r.inflight[g] == 0 && r.last_write[g].is_none_or(|t| t <= synced_at);
+            if r.dirty[g] && untouched && !r.todo.contains(&(g as u64)) {
                 r.dirty[g] = false;
                 cleared += 1;
             }

@@ -8,8 +8,11 @@
 //! 3. the freshest event counter wins: its superblocks' slot table says what each slot is;
 //! 4. per slot, the device holding it at the freshest event count is used; an older device
 //!    claiming a slot held by a fresher one is left out; an older device alone in a slot the
-//!    table records in sync is stale (an error: its data may be out of date); a device whose
-//!    slot is recorded failed, or whose superblock says faulty, is left out;
+//!    table records in sync is stale (an error: its data may be out of date) unless it is
+//!    just one event behind, which a crash in the middle of a superblock update leaves (the
+//!    superblocks are written, then synced member by member, and no data is written during
+//!    an update; mdadm allows the same margin); a device whose slot is recorded failed, or
+//!    whose superblock says faulty, is left out;
 //! 5. the level must survive the slots left without a device (a recovering slot counts as
 //!    missing until its rebuild completes);
 //! 6. an unclean array's dirty regions are the OR of the live members' bitmaps; if any of
@@ -268,6 +271,13 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
             return Err(too_small(f));
         }
         match table[s] {
+            // One event behind is a crash while the superblocks were being written (they
+            // are written, then synced member by member): no data moves during an update,
+            // so the member is current. mdadm allows the same margin of one.
+            SlotState::InSync if e + 1 == max => warnings.push(format!(
+                "{}: missed the last superblock update (events {e}, the array is at {max}; a crash while superblocks were written): used",
+                f.name
+            )),
             SlotState::InSync if e < max => {
                 return Err(Error::store(
                     &f.name,

@@ -83,30 +83,48 @@ fn member_of_another_array() {
 
 #[test]
 fn stale_member() {
-    let t = TempDir::new("asm-stale");
-    let c = make(&t, "a", Level::Raid5, 3, 0);
-    let old = std::fs::read(&c.members[2]).unwrap();
-    let a = assemble(&c.dir).unwrap();
-    let sink = SuperblockSink::from_assembled(&a);
-    let slots = a
-        .devs
-        .iter()
-        .map(|d| (d.clone(), SlotState::InSync))
-        .collect();
-    let snap = Snapshot {
-        events: 2,
-        clean: true,
-        slots,
-        spares: vec![],
-        faulty: vec![],
-    };
-    sink.persist(&snap).unwrap();
-    drop((a, sink));
-    std::fs::write(&c.members[2], old).unwrap();
-    let e = assemble_err(&c.dir);
-    let want = format!("{}: stale member of slot 2", c.members[2].display());
-    assert!(e.starts_with(&want), "{e}");
-    assert!(e.contains("event 1") && e.contains("event 2"), "{e}");
+    // Two events behind is stale; one behind is what a crash in the middle of a superblock
+    // update leaves, and is used (mdadm's event margin).
+    for (updates, stale) in [(2u64, true), (1, false)] {
+        let t = TempDir::new("asm-stale");
+        let c = make(&t, "a", Level::Raid5, 3, 0);
+        let old = std::fs::read(&c.members[2]).unwrap();
+        let a = assemble(&c.dir).unwrap();
+        let sink = SuperblockSink::from_assembled(&a);
+        let slots: Vec<_> = a
+            .devs
+            .iter()
+            .map(|d| (d.clone(), SlotState::InSync))
+            .collect();
+        for events in 2..2 + updates {
+            let snap = Snapshot {
+                events,
+                clean: true,
+                slots: slots.clone(),
+                spares: vec![],
+                faulty: vec![],
+            };
+            sink.persist(&snap).unwrap();
+        }
+        drop((a, sink, slots));
+        std::fs::write(&c.members[2], old).unwrap();
+        if stale {
+            let e = assemble_err(&c.dir);
+            let want = format!("{}: stale member of slot 2", c.members[2].display());
+            assert!(e.starts_with(&want), "{e}");
+            assert!(e.contains("event 1") && e.contains("event 3"), "{e}");
+        } else {
+            let a = assemble(&c.dir).unwrap();
+            assert!(a.devs.iter().all(|d| d.is_some()));
+            assert!(
+                a.warnings
+                    .iter()
+                    .any(|w| w.contains("missed the last superblock update")),
+                "{:?}",
+                a.warnings
+            );
+        }
+    }
 }
 
 #[test]

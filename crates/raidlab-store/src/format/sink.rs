@@ -139,6 +139,13 @@ impl MetaSink for SuperblockSink {
                 ),
             ));
         }
+        // Preflush (md writes superblocks with REQ_PREFLUSH): every data write made before
+        // this update is durable before the new superblocks can be, so a rebuild checkpoint
+        // or a state change never lands ahead of the data it describes. A device that fails
+        // its sync is reported by its next data I/O; the update goes on.
+        for d in snap.slots.iter().filter_map(|(d, _)| d.as_ref()) {
+            let _ = d.sync();
+        }
         let mut inner = self.lock();
         inner.events = snap.events;
         inner.slot_devs = snap.slots.iter().map(|(d, _)| d.clone()).collect();
