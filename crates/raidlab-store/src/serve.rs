@@ -220,6 +220,13 @@ pub fn serve(
     if let Some(dirty) = &a.dirty_regions {
         let n = dirty.iter().filter(|&&b| b).count();
         eprintln!("raidlab serve: {}: not stopped cleanly; resyncing {n} dirty region(s) in the background", a.name);
+        if a.devs.iter().any(|d| d.is_none()) || a.recovering.is_some() {
+            // md refuses such a start without --force; raidlab serves and says what is at risk.
+            eprintln!(
+                "raidlab serve: warning: {} is dirty and degraded: rows that were being written at the crash cannot be resynced, and the missing member's units of those rows may read back wrong (the RAID-5/6 write hole)",
+                a.name
+            );
+        }
     }
     ctl.init_intent(a.dirty_regions.clone());
     if let Some((slot, checkpoint)) = a.recovering {
