@@ -1,10 +1,10 @@
-//! Fuzz the store's on-disk readers: any bytes must decode to a superblock or bitmap, or
-//! yield an error naming the member, never panic. The input is read both as a superblock
-//! and as a bitmap; a decoded superblock must encode back to a block that decodes equal.
+//! Fuzz the store's on-disk readers: any bytes must decode to a superblock, a bitmap or a
+//! members manifest, or yield an error naming the file, never panic. The input is read as
+//! all three; a decoded superblock must encode back to a block that decodes equal.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use raidlab_store::format::{decode, decode_bitmap};
+use raidlab_store::format::{decode, decode_bitmap, parse_manifest};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(sb) = decode(data, "fuzz") {
@@ -12,4 +12,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again, sb);
     }
     let _ = decode_bitmap(data, "fuzz");
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = parse_manifest(text, std::path::Path::new("dir"), "fuzz");
+    }
 });

@@ -50,8 +50,14 @@ pub fn read_manifest(dir: &Path) -> Result<Vec<PathBuf>> {
             )),
             Err(e) => return Err(Error::io(&name, &e)),
         };
-    let corrupt = |msg: String| Error::store(&name, format!("corrupt members manifest: {msg}"));
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+    parse_manifest(&text, dir, &name)
+}
+
+/// The devices listed in manifest `text` (read from `name`), resolved against `dir`. Text
+/// is untrusted: anything but a valid manifest is an error naming `name`.
+pub fn parse_manifest(text: &str, dir: &Path, name: &str) -> Result<Vec<PathBuf>> {
+    let corrupt = |msg: String| Error::store(name, format!("corrupt members manifest: {msg}"));
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
     if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
         return Err(corrupt(format!("expected \"format\": \"{FORMAT}\"")));
     }
@@ -59,7 +65,7 @@ pub fn read_manifest(dir: &Path) -> Result<Vec<PathBuf>> {
         Some(VERSION) => {}
         Some(n) if n > VERSION => {
             return Err(Error::store(
-                &name,
+                name,
                 format!(
                     "members manifest version {n} is newer than this raidlab reads ({VERSION})"
                 ),
@@ -236,6 +242,31 @@ mod tests {
             std::fs::write(d.join(FILE), text).unwrap();
             let e = read_manifest(d).unwrap_err().to_string();
             assert!(e.contains("members.json") && e.contains(want), "{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod parse_props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Untrusted manifest text never panics the parser, and an error names the file.
+        #[test]
+        fn any_text_parses_or_names_the_file(text in ".{0,200}") {
+            if let Err(e) = parse_manifest(&text, Path::new("d"), "d/members.json") {
+                prop_assert!(e.to_string().starts_with("d/members.json: "), "{e}");
+            }
+        }
+
+        /// Near-valid manifests (valid JSON with random values) too.
+        #[test]
+        fn near_valid_manifests_never_panic(version in 0u64..4, paths in proptest::collection::vec(".{0,8}", 0..5)) {
+            let text = serde_json::json!({"format": FORMAT, "version": version, "paths": paths}).to_string();
+            let _ = parse_manifest(&text, Path::new("d"), "d/members.json");
         }
     }
 }

@@ -71,7 +71,9 @@ pub mod superblock;
 pub use assemble::{assemble, Assembled};
 pub use bitmap::{decode_bitmap, encode_bitmap, Bitmap};
 pub use create::{create, CreateSpec, Created};
-pub use manifest::{add_to_manifest, read_manifest, remove_from_manifest, write_manifest};
+pub use manifest::{
+    add_to_manifest, parse_manifest, read_manifest, remove_from_manifest, write_manifest,
+};
 pub use sink::SuperblockSink;
 pub use size::parse_size;
 pub use superblock::{decode, DevRole, Superblock};
