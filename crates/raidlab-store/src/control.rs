@@ -237,3 +237,73 @@ pub fn request(dir: &Path, req: &Value) -> raidlab::Result<Value> {
         .map_err(|e| raidlab::Error::io(name.clone(), &e))?;
     serde_json::from_str(&line).map_err(|e| raidlab::Error::store(name, format!("bad reply: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctrl::tests::{controller, mem_members, shape};
+    use raidlab::array::Level;
+
+    #[test]
+    fn bad_requests_get_error_replies_and_the_socket_keeps_serving() {
+        let dir = std::env::temp_dir().join(format!("raidlab-ctl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sh = shape(Level::Raid5, 4, 4);
+        let m = mem_members(&sh, "d", 4);
+        let (c, _) = controller(&sh, &m, Default::default());
+        let ctl = Arc::new(c);
+        let stop = Arc::new(AtomicBool::new(false));
+        let listener = bind(&dir).unwrap();
+        assert!(
+            bind(&dir).is_err(),
+            "a second server on the same directory is refused"
+        );
+        let t = {
+            let (dir, ctl, stop) = (dir.clone(), ctl.clone(), stop.clone());
+            std::thread::spawn(move || run(listener, dir, ctl, stop))
+        };
+        let ask = |v: Value| request(&dir, &v).unwrap();
+        assert_eq!(ask(json!({"cmd": "status"}))["state"], "active");
+        for (req, says) in [
+            (json!({"cmd": "fail", "slot": 9}), "out of range"),
+            (json!({"cmd": "fail"}), "expected a slot"),
+            (
+                json!({"cmd": "remove", "target": "nothing"}),
+                "neither a spare",
+            ),
+            (json!({"cmd": "reshape"}), "unknown command"),
+            (json!({"nope": 1}), "expected {\"cmd\""),
+            (
+                json!({"cmd": "add-spare", "path": "no/such/file"}),
+                "no/such/file",
+            ),
+        ] {
+            let r = ask(req.clone());
+            assert_eq!(r["ok"], false, "{req}");
+            assert!(r["error"].as_str().unwrap().contains(says), "{req}: {r}");
+        }
+        // Not JSON at all, on a raw connection: an error line, and the connection goes on.
+        let mut s = UnixStream::connect(socket_path(&dir)).unwrap();
+        writeln!(s, "status please").unwrap();
+        writeln!(s, "{}", json!({"cmd": "check"})).unwrap();
+        let mut lines = BufReader::new(s).lines();
+        let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert!(first["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON request"));
+        let second: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(
+            (second["ok"].as_bool(), second["mismatches"].as_u64()),
+            (Some(true), Some(0))
+        );
+        assert_eq!(ask(json!({"cmd": "fail", "slot": 1}))["state"], "degraded");
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap();
+        assert!(
+            !socket_path(&dir).exists(),
+            "the socket file goes with the server"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

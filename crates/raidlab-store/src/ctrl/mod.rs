@@ -523,7 +523,7 @@ impl Controller {
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 /// Deterministic test bytes, shared by the store's tests.
 #[cfg(test)]
 pub(crate) mod tests_pattern {
