@@ -186,6 +186,24 @@ pub struct ServeSummary {
     pub clean: bool,
 }
 
+/// The controller of an assembled array, as `serve` runs it: superblocks written through a
+/// `SuperblockSink`, the clean flag as recorded, the dirty regions queued for resync, and a
+/// rebuild in progress resumed from its checkpoint. Nothing is written until it serves.
+pub fn controller_from(a: &format::Assembled, opts: Options) -> Result<Controller> {
+    let ctl = Controller::new(
+        a.shape.clone(),
+        a.devs.clone(),
+        a.spares.clone(),
+        a.recovering,
+        a.events,
+        Box::new(SuperblockSink::from_assembled(a)),
+        opts,
+    )?;
+    ctl.assume_clean(a.clean);
+    ctl.init_intent(a.dirty_regions.clone());
+    Ok(ctl)
+}
+
 /// Assemble `dir` and serve it until `stop` is set. `ready` is called once with the line to
 /// print when connections are accepted.
 pub fn serve(
@@ -200,23 +218,13 @@ pub fn serve(
         eprintln!("raidlab serve: warning: {w}");
     }
     let control_listener = control::bind(dir)?;
-    let sink = SuperblockSink::from_assembled(&a);
     let ctl_opts = Options {
         cache: opts.cache.clone(),
         rebuild_order: opts.rebuild_order,
         rebuild_rate: opts.rebuild_rate,
         auto_rebuild: true,
     };
-    let ctl = Arc::new(Controller::new(
-        a.shape.clone(),
-        a.devs.clone(),
-        a.spares.clone(),
-        a.recovering,
-        a.events,
-        Box::new(sink),
-        ctl_opts,
-    )?);
-    ctl.assume_clean(a.clean);
+    let ctl = Arc::new(controller_from(&a, ctl_opts)?);
     if let Some(dirty) = &a.dirty_regions {
         let n = dirty.iter().filter(|&&b| b).count();
         eprintln!("raidlab serve: {}: not stopped cleanly; resyncing {n} dirty region(s) in the background", a.name);
@@ -228,7 +236,6 @@ pub fn serve(
             );
         }
     }
-    ctl.init_intent(a.dirty_regions.clone());
     if let Some((slot, checkpoint)) = a.recovering {
         eprintln!("raidlab serve: resuming the rebuild of slot {slot} from row {checkpoint}");
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::ctrl::column::BLOCK;
 use crate::ctrl::{Controller, Options};
-use crate::format::{self, SuperblockSink};
+use crate::format;
 
 /// The bytes write `id` puts in logical block `lba`: a header (id, lba) and a pattern from
 /// both, so a block mixing two writes, or holding another block's data, is recognised.
@@ -214,24 +214,14 @@ pub fn recover_and_check(dir: &Path, model: &Model, cut: usize, rows_to_check: &
         }
     };
     out.recovering = a.recovering;
-    let sink = SuperblockSink::from_assembled(&a);
-    let ctl = match Controller::new(
-        a.shape.clone(),
-        a.devs.clone(),
-        a.spares.clone(),
-        a.recovering,
-        a.events,
-        Box::new(sink),
-        Options::default(),
-    ) {
+    // Exactly the controller `serve` would run on these files.
+    let ctl = match crate::serve::controller_from(&a, Options::default()) {
         Ok(c) => Arc::new(c),
         Err(e) => {
             out.assembly = Some(format!("controller: {e}"));
             return out;
         }
     };
-    ctl.assume_clean(a.clean);
-    ctl.init_intent(a.dirty_regions.clone());
     let rows = a.shape.rows();
     let blocks = a.shape.size_bytes() / BLOCK as u64;
     let bpu = u64::from(ctl.geo.blocks_per_stripe_unit());
