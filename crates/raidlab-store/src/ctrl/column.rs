@@ -77,6 +77,12 @@ impl Workspace {
         &self.new[a..a + count * BLOCK]
     }
 
+    /// Every member's old run (`width` blocks each), in member order.
+    pub fn old_runs_mut(&mut self) -> std::slice::ChunksMut<'_, u8> {
+        let run = self.width * BLOCK;
+        self.old[..self.n * run].chunks_mut(run)
+    }
+
     pub fn old_ref(&self, disk: usize, col: usize, count: usize) -> &[u8] {
         let a = self.at(disk, col);
         &self.old[a..a + count * BLOCK]

@@ -183,20 +183,19 @@ impl Controller {
                     "block {lba}: more members lost than parity can solve"
                 ))));
             }
-            for c in 0..width {
-                let mut blocks: Vec<Vec<u8>> = order
-                    .iter()
-                    .map(|&d| ws.old_ref(d, c, 1).to_vec())
-                    .collect();
-                let mut refs: Vec<&mut [u8]> =
-                    blocks.iter_mut().map(|b| b.as_mut_slice()).collect();
-                parity::reconstruct(ndata, &mut refs, &missing);
-                let k = order
-                    .iter()
-                    .position(|&d| d == loc.disk as usize)
-                    .expect("target in row");
-                out[c * BLOCK..(c + 1) * BLOCK].copy_from_slice(&blocks[k]);
-            }
+            // Each member's run is contiguous in the workspace, and parity works bytewise,
+            // so the whole run is solved at once, in place: no copy per block.
+            let k = order
+                .iter()
+                .position(|&d| d == loc.disk as usize)
+                .expect("target in row");
+            let mut runs: Vec<Option<&mut [u8]>> = ws.old_runs_mut().map(Some).collect();
+            let mut refs: Vec<&mut [u8]> = order
+                .iter()
+                .map(|&d| runs[d].take().expect("members of a row are distinct"))
+                .collect();
+            parity::reconstruct(ndata, &mut refs, &missing);
+            out.copy_from_slice(refs[k]);
             Ok(())
         })
     }
