@@ -499,10 +499,13 @@ fn raid6_rebuilding() {
         62,
     ));
     assert_promises(&t);
+    // A row missing one unit keeps one redundant unit, which resync brings in line with
+    // the data (the lost unit taken as P says), so no row is left inconsistent.
+    assert_eq!(t.lost_row_mismatch, 0, "{t:?}");
 }
 
-/// Degraded, no spare: `sync_row` skips every row with a lost unit (nothing is left to
-/// compare), and a lost data unit is solved from P alone, so a crash that lands part of a
+/// Degraded, no spare: a lost data unit is solved from P alone (RAID-5 has nothing else;
+/// RAID-6's resync brings Q in line with what P says), so a crash that lands part of a
 /// row's data and parity writes makes the lost unit read wrong: the write hole, for
 /// RAID-5 and for RAID-6 with one member lost alike. The design predicts such damage only
 /// on lost units of rows with a write in flight at the crash (`assert_promises`), and some.
@@ -516,6 +519,7 @@ fn degraded(tag: &'static str, level: Level, disks: u32, seed: u64) {
         t.hole > 0,
         "the write hole is real and should be seen: {t:?}"
     );
+    assert_eq!(t.lost_row_mismatch, 0, "{t:?}");
 }
 
 #[test]

@@ -212,13 +212,16 @@ impl Controller {
         }
         let n = self.geo.disks();
         let level = self.geo.level();
-        if level == Level::Raid0 || (0..n).any(|d| st.array.lost(d, row)) {
+        let lost: Vec<u32> = (0..n).filter(|&d| st.array.lost(d, row)).collect();
+        // A RAID-6 row missing one unit still has one redundant unit to bring in line.
+        let one_left = level == Level::Raid6 && lost.len() == 1;
+        if level == Level::Raid0 || (!lost.is_empty() && !one_left) {
             return Ok(None);
         }
         let bpu = self.geo.blocks_per_stripe_unit() as usize;
         let block = self.geo.row_block(row);
         let mut units: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; n as usize];
-        for d in 0..n {
+        for d in (0..n).filter(|d| !lost.contains(d)) {
             let dev = st.devs[d as usize].clone();
             if let Err(slot) = self.member_read(d, dev, block, &mut units[d as usize]) {
                 // A read error fails the member, as on any other path; the row is then
@@ -231,7 +234,42 @@ impl Controller {
         // What every non-data unit should hold, from the data.
         let mut mismatch = false;
         let mut fixes: Vec<(u32, Vec<u8>)> = Vec::new();
+        if one_left {
+            // The unit left to check is Q, or P when Q is the lost one. A lost data unit is
+            // taken to be what P says (nothing tells which of P and Q a crash left stale);
+            // then the checked parity is recomputed from the data and compared.
+            let ndata = self.geo.data_disks() as usize;
+            let par = self.geo.parity_disks(row);
+            let (pd, qd) = (par.p.expect("RAID-6 has P"), par.q.expect("RAID-6 has Q"));
+            let mut order: Vec<u32> = (0..ndata as u32)
+                .map(|i| self.geo.syndrome_disk(row, i))
+                .collect();
+            order.extend([pd, qd]);
+            let checked = if lost[0] == qd { pd } else { qd };
+            let mut missing: Vec<usize> = order
+                .iter()
+                .enumerate()
+                .filter(|(_, &d)| d == lost[0] || d == checked)
+                .map(|(i, _)| i)
+                .collect();
+            missing.sort_unstable();
+            let on_disk = units[checked as usize].clone();
+            {
+                let mut bufs: Vec<Option<&mut [u8]>> =
+                    units.iter_mut().map(|u| Some(u.as_mut_slice())).collect();
+                let mut refs: Vec<&mut [u8]> = order
+                    .iter()
+                    .map(|&d| bufs[d as usize].take().expect("row members are distinct"))
+                    .collect();
+                parity::reconstruct(ndata, &mut refs, &missing);
+            }
+            if units[checked as usize] != on_disk {
+                mismatch = true;
+                fixes.push((checked, std::mem::take(&mut units[checked as usize])));
+            }
+        }
         match level {
+            _ if one_left => {}
             Level::Raid1 | Level::Raid10 => {
                 for slot in 0..self.geo.data_disks() {
                     let (d0, copies) = self.geo.copies(row, slot);
