@@ -10,6 +10,7 @@
 //! Simple replies only (no structured replies, no TLS, no block status).
 
 pub mod client;
+mod pool;
 pub mod proto;
 pub mod server;
 #[cfg(test)]
