@@ -313,19 +313,9 @@ fn controller_round_trip_through_the_sink() {
     let t = TempDir::new("asm-ctrl");
     let c = make(&t, "a", Level::Raid5, 3, 0);
     let a = assemble(&c.dir).unwrap();
-    let sink = Box::new(SuperblockSink::from_assembled(&a));
-    let ctl = Controller::new(
-        a.shape.clone(),
-        a.devs.clone(),
-        a.spares.clone(),
-        a.recovering,
-        a.events,
-        sink,
-        Options::default(),
-    )
-    .unwrap();
-    ctl.init_intent(a.dirty_regions.clone());
-    ctl.set_clean(true);
+    // Built as `serve` builds it: clean as assembled, so the first write marks it dirty.
+    let ctl = crate::serve::controller_from(&a, Options::default()).unwrap();
+    assert!(ctl.is_clean());
     let data = vec![0xa5u8; 8192];
     ctl.write(5 * 4096, &data, true).unwrap();
     drop(ctl); // a crash: no clean stop
