@@ -78,10 +78,10 @@ impl Controller {
     fn read_unit_run(&self, lba: u64, run: u64, out: &mut [u8]) -> Result<(), IoFail> {
         let loc = self.geo.locate(lba);
         let row = loc.block / u64::from(self.geo.blocks_per_stripe_unit());
-        for _ in 0..ATTEMPTS_MAX {
+        self.with_retries(format_args!("block {lba}"), || {
             let st = self.read_state();
             if let Some(d) = &st.dead {
-                return Err(IoFail::Failed(d.clone()));
+                return Err(Err(IoFail::Failed(d.clone())));
             }
             let direct = SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
@@ -92,24 +92,33 @@ impl Controller {
                 Some(op) => {
                     let dev = st.devs[op.disk as usize].clone();
                     drop(st);
-                    match self.member_read(op.disk, dev, op.block, out) {
-                        Ok(()) => return Ok(()),
-                        Err(slot) => self.fail_member(slot, "read error")?,
-                    }
+                    self.member_read(op.disk, dev, op.block, out).map_err(Ok)
                 }
                 None => {
                     drop(st);
-                    match self.reconstruct_run(lba, run, row, out) {
-                        Ok(()) => return Ok(()),
-                        Err(Ok(slot)) => self.fail_member(slot, "read error")?,
-                        Err(Err(e)) => return Err(e),
-                    }
+                    self.reconstruct_run(lba, run, row, out)
                 }
             }
+        })
+    }
+
+    /// Run `attempt` until it succeeds. A failed attempt names the member whose read failed
+    /// (`Err(Ok(slot))`): nothing has been written yet, so that member is failed and the
+    /// request planned again in the new mode. Bounded: no level survives more than two
+    /// failures, so `ATTEMPTS_MAX` attempts always reach an answer.
+    fn with_retries<T>(
+        &self,
+        what: std::fmt::Arguments<'_>,
+        mut attempt: impl FnMut() -> Result<T, Result<u32, IoFail>>,
+    ) -> Result<T, IoFail> {
+        for _ in 0..ATTEMPTS_MAX {
+            match attempt() {
+                Ok(v) => return Ok(v),
+                Err(Ok(slot)) => self.fail_member(slot, "read error")?,
+                Err(Err(e)) => return Err(e),
+            }
         }
-        Err(IoFail::Failed(format!(
-            "block {lba}: too many member failures"
-        )))
+        Err(IoFail::Failed(format!("{what}: too many member failures")))
     }
 
     /// Reconstruct `run` blocks from `lba` (one unit) whose member is lost in `row`. `Err(Ok)`
@@ -329,22 +338,14 @@ impl Controller {
         src: &[u8],
         touched: &mut [bool],
     ) -> Result<(), IoFail> {
-        for _ in 0..ATTEMPTS_MAX {
-            match self.write_row_once(row, first, count, src, touched) {
-                Ok(failed) => {
-                    // Write-phase failures: the row is consistent without these members.
-                    for slot in failed {
-                        self.fail_member(slot, "write error")?;
-                    }
-                    return Ok(());
-                }
-                Err(Ok(slot)) => self.fail_member(slot, "read error")?,
-                Err(Err(e)) => return Err(e),
-            }
+        let failed = self.with_retries(format_args!("row {row}"), || {
+            self.write_row_once(row, first, count, src, touched)
+        })?;
+        // Write-phase failures: the row is consistent without these members.
+        for slot in failed {
+            self.fail_member(slot, "write error")?;
         }
-        Err(IoFail::Failed(format!(
-            "row {row}: too many member failures"
-        )))
+        Ok(())
     }
 
     /// One attempt; `Ok(members that failed a write)`, `Err(Ok(slot))` for a read failure.
