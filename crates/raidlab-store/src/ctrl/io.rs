@@ -16,7 +16,7 @@ use raidlab::array::{Level, Plan, Role};
 use raidlab::workload::Op;
 
 use super::column::{Workspace, BLOCK};
-use super::{Controller, IoFail};
+use super::{Controller, IoFail, SlotSet};
 use crate::member::Member;
 use crate::parity;
 
@@ -24,8 +24,19 @@ use crate::parity;
 /// than two, so three retries always reach an answer.
 const ATTEMPTS_MAX: u32 = 4;
 
+/// Per-row lists of a parity write, reused between writes (no allocation per request).
+#[derive(Default)]
+struct RowScratch {
+    /// Data members in Q's syndrome order.
+    data: Vec<usize>,
+    /// Per member: lost in this row.
+    lost: Vec<bool>,
+    /// Per column of the workspace: parity written there.
+    cols: Vec<bool>,
+}
+
 thread_local! {
-    static SCRATCH: RefCell<(Plan, Workspace)> = RefCell::new((Plan::default(), Workspace::default()));
+    static SCRATCH: RefCell<(Plan, Workspace, RowScratch)> = RefCell::new(Default::default());
 }
 
 impl Controller {
@@ -275,7 +286,7 @@ impl Controller {
         let (r0, r1) = (first / per_row, (first + count - 1) / per_row);
         let guard = self.locks.lock(r0, r1);
         self.intent_begin(r0, r1)?;
-        let mut touched = vec![false; self.geo.disks() as usize];
+        let mut touched = SlotSet::default();
         let mut result = Ok(());
         for row in r0..=r1 {
             let a = first.max(row * per_row);
@@ -290,7 +301,7 @@ impl Controller {
             cache.invalidate(first, count);
         }
         if result.is_ok() && fua {
-            result = self.sync_slots(&touched);
+            result = self.sync_slots(touched);
         }
         drop(guard);
         self.intent_end(r0, r1);
@@ -311,17 +322,13 @@ impl Controller {
         Ok(())
     }
 
-    pub(crate) fn sync_slots(&self, which: &[bool]) -> Result<(), IoFail> {
-        let devs: Vec<(u32, Arc<dyn Member>)> = {
-            let st = self.read_state();
-            which
-                .iter()
-                .enumerate()
-                .filter(|(_, &w)| w)
-                .filter_map(|(i, _)| st.devs[i].clone().map(|d| (i as u32, d)))
-                .collect()
-        };
-        for (slot, d) in devs {
+    /// fdatasync the members of `which`; one that fails its sync is failed.
+    pub(crate) fn sync_slots(&self, which: SlotSet) -> Result<(), IoFail> {
+        for slot in which.iter() {
+            // The device is looked up per slot so no lock is held across the sync.
+            let Some(d) = self.read_state().devs[slot as usize].clone() else {
+                continue;
+            };
             if let Err(e) = d.sync() {
                 self.fail_member(slot, &format!("sync: {e}"))?;
             }
@@ -336,13 +343,13 @@ impl Controller {
         first: u64,
         count: u64,
         src: &[u8],
-        touched: &mut [bool],
+        touched: &mut SlotSet,
     ) -> Result<(), IoFail> {
         let failed = self.with_retries(format_args!("row {row}"), || {
             self.write_row_once(row, first, count, src, touched)
         })?;
         // Write-phase failures: the row is consistent without these members.
-        for slot in failed {
+        for slot in failed.iter() {
             self.fail_member(slot, "write error")?;
         }
         Ok(())
@@ -355,8 +362,8 @@ impl Controller {
         first: u64,
         count: u64,
         src: &[u8],
-        touched: &mut [bool],
-    ) -> Result<Vec<u32>, Result<u32, IoFail>> {
+        touched: &mut SlotSet,
+    ) -> Result<SlotSet, Result<u32, IoFail>> {
         let st = self.read_state();
         if let Some(d) = &st.dead {
             return Err(Err(IoFail::Failed(d.clone())));
@@ -368,10 +375,10 @@ impl Controller {
         let level = self.geo.level();
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            let (plan, ws) = &mut *s;
+            let (plan, ws, rs) = &mut *s;
             st.array.plan_write(first, count, plan);
             if plan.ops.is_empty() {
-                return Ok(Vec::new());
+                return Ok(SlotSet::default());
             }
             let c0 = plan.ops.iter().map(|o| o.block - base).min().unwrap_or(0);
             let c1 = plan
@@ -408,24 +415,27 @@ impl Controller {
             if matches!(level, Level::Raid5 | Level::Raid6) {
                 let par = self.geo.parity_disks(row);
                 // In Q's syndrome order (md's), which column.rs weights by g^position.
-                let data: Vec<usize> = (0..self.geo.data_disks())
-                    .map(|i| self.geo.syndrome_disk(row, i) as usize)
-                    .collect();
-                let lost: Vec<bool> = (0..n as u32).map(|d| st.array.lost(d, row)).collect();
-                let mut cols = vec![false; width];
+                rs.data.clear();
+                rs.data.extend(
+                    (0..self.geo.data_disks()).map(|i| self.geo.syndrome_disk(row, i) as usize),
+                );
+                rs.lost.clear();
+                rs.lost.extend((0..n as u32).map(|d| st.array.lost(d, row)));
+                rs.cols.clear();
+                rs.cols.resize(width, false);
                 for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
                     if matches!(self.geo.role(row, op.disk), Role::P | Role::Q) {
                         let col = (op.block - base) as usize - c0 as usize;
-                        cols[col..col + op.count as usize].fill(true);
+                        rs.cols[col..col + op.count as usize].fill(true);
                     }
                 }
-                for (c, _) in cols.iter().enumerate().filter(|(_, &w)| w) {
+                for (c, _) in rs.cols.iter().enumerate().filter(|(_, &w)| w) {
                     let ok = ws.parity_column(
                         c,
-                        &data,
+                        &rs.data,
                         par.p.map(|d| d as usize),
                         par.q.map(|d| d as usize),
-                        &lost,
+                        &rs.lost,
                     );
                     if !ok {
                         return Err(Err(IoFail::Failed(format!(
@@ -434,14 +444,14 @@ impl Controller {
                     }
                 }
             }
-            let mut failed = Vec::new();
+            let mut failed = SlotSet::default();
             for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
                 let col = (op.block - base) as usize - c0 as usize;
                 let dev = st.devs[op.disk as usize].as_ref();
                 let buf = ws.new_ref(op.disk as usize, col, op.count as usize);
-                touched[op.disk as usize] = true;
+                touched.insert(op.disk);
                 if let Err(slot) = self.member_write(op.disk, dev, op.block, buf) {
-                    failed.push(slot);
+                    failed.insert(slot);
                 }
             }
             Ok(failed)

@@ -33,6 +33,30 @@ use cache::ReadCache;
 use column::BLOCK;
 use locks::StripeLocks;
 
+/// A set of slots (at most `format::DISKS_MAX`), kept on the stack: the members a write
+/// touched (synced by FUA), or those whose write failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SlotSet([u64; 4]);
+
+impl SlotSet {
+    /// Slots `0..n`.
+    pub fn all(n: u32) -> SlotSet {
+        let mut s = SlotSet::default();
+        (0..n).for_each(|i| s.insert(i));
+        s
+    }
+
+    pub fn insert(&mut self, slot: u32) {
+        assert!(slot < crate::format::DISKS_MAX, "slot {slot} out of range");
+        self.0[(slot / 64) as usize] |= 1 << (slot % 64);
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = u32> {
+        (0..crate::format::DISKS_MAX)
+            .filter(move |&i| self.0[(i / 64) as usize] & (1 << (i % 64)) != 0)
+    }
+}
+
 /// Why a request failed (mapped to an NBD error by the server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IoFail {
@@ -453,7 +477,7 @@ impl Controller {
         if let Some(d) = &self.read_state().dead {
             return Err(IoFail::Failed(d.clone()));
         }
-        self.sync_slots(&vec![true; self.shape.disks as usize])
+        self.sync_slots(SlotSet::all(self.shape.disks))
     }
 
     /// Ask background work (rebuild, resync) to stop.

@@ -138,7 +138,7 @@ impl Controller {
         }
         let synced_at = Instant::now();
         // A member that fails its sync is failed; its rows are then degraded, not torn.
-        let _ = self.sync_slots(&vec![true; self.shape.disks as usize]);
+        let _ = self.sync_slots(super::SlotSet::all(self.shape.disks));
         let mut r = self.resync_lock();
         let mut cleared = 0;
         for g in candidates {
