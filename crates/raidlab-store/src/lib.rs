@@ -12,6 +12,8 @@
 //! - `nbd`: the NBD protocol (fixed newstyle) and the server front, with a `Backend` trait;
 //! - `ctrl`: the controller (array state, request paths, read cache, rebuild, resync, check);
 //! - `serve`, `control`: `raidlab serve` and its control socket (`raidlab ctl`);
+//! - `wb`: the write-back cache (the core's `WriteCache` on real pages), its backups
+//!   (`mirror`, RAPID-Cache's `log`) and crash recovery;
 //! - `crash`: a test tool that records member writes and barriers and materialises the
 //!   states a power loss could leave (crash-consistency tests);
 //!
@@ -28,3 +30,4 @@ pub mod nbd;
 pub mod parity;
 pub mod replay;
 pub mod serve;
+pub mod wb;

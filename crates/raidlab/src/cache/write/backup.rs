@@ -20,8 +20,8 @@ pub struct BackupIo {
     pub tag: u32,
 }
 
-/// Told of every change to the write cache's dirty data.
-pub trait Backup {
+/// Told of every change to the write cache's dirty data. `Send`, as the destage orders.
+pub trait Backup: Send {
     /// Page `lba` was written into the cache (`overwrite`: it replaced a dirty version). Only
     /// called after [`Backup::can_accept`] said yes (the engine asks first).
     fn on_write(&mut self, lba: u64, overwrite: bool);

@@ -58,8 +58,8 @@ pub struct OrderCtx {
     pub capacity_pages: u64,
 }
 
-/// A destage order.
-pub trait DestageOrder {
+/// A destage order. `Send`: the store moves it behind a lock its threads share.
+pub trait DestageOrder: Send {
     /// A page was written into group `w.slot` (see [`PageWrite`]).
     fn on_write(&mut self, w: &PageWrite);
     /// Choose the next group to destage and remove it from the order; `None` when empty.

@@ -1,0 +1,117 @@
+//! Group commit: many writers, one sync at a time, each writer waiting for a sync that
+//! started after its own write. The first waiter with no sync running becomes the leader
+//! and runs the commit (write what is staged, fdatasync); the others wait for it, so under
+//! load one fdatasync covers every write staged before it started.
+
+use std::io;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+#[derive(Debug, Default)]
+struct State {
+    /// Commits started and finished (a commit's number is `started` when it began).
+    started: u64,
+    finished: u64,
+    running: bool,
+    /// The last commit's error, sticky: every later waiter sees it too.
+    failed: Option<String>,
+}
+
+/// The coordinator of one backup's commits.
+#[derive(Debug, Default)]
+pub struct GroupCommit {
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl GroupCommit {
+    /// Make durable everything staged before this call: returns once a commit that started
+    /// after the call finished. `commit` (the leader's work) writes the staged records and
+    /// syncs; it runs with no lock held. Bounded: at most two commits are waited for.
+    pub fn commit(&self, commit: &dyn Fn() -> io::Result<()>) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        // A commit already running may have missed our records: wait for the next one.
+        let need = st.started + 1;
+        loop {
+            if let Some(e) = &st.failed {
+                return Err(io::Error::other(e.clone()));
+            }
+            if st.finished >= need {
+                return Ok(());
+            }
+            if !st.running {
+                st.running = true;
+                st.started += 1;
+                let me = st.started;
+                drop(st);
+                let r = commit();
+                st = lock(&self.state);
+                st.running = false;
+                st.finished = me;
+                if let Err(e) = &r {
+                    st.failed = Some(e.to_string());
+                }
+                self.done.notify_all();
+                r?;
+                continue;
+            }
+            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Forget a failure (the backup was replaced).
+    pub fn reset(&self) {
+        lock(&self.state).failed = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn concurrent_writers_share_syncs_and_each_sees_one_after_its_write() {
+        let gc = Arc::new(GroupCommit::default());
+        let staged = Arc::new(AtomicU64::new(0));
+        let synced = Arc::new(AtomicU64::new(0));
+        let syncs = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (gc, staged, synced, syncs) =
+                    (gc.clone(), staged.clone(), synced.clone(), syncs.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let mine = staged.fetch_add(1, Ordering::SeqCst) + 1;
+                        gc.commit(&|| {
+                            let upto = staged.load(Ordering::SeqCst);
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                            synced.fetch_max(upto, Ordering::SeqCst);
+                            syncs.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .unwrap();
+                        assert!(synced.load(Ordering::SeqCst) >= mine);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(syncs.load(Ordering::SeqCst) <= 800);
+    }
+
+    #[test]
+    fn a_failed_commit_fails_every_later_wait() {
+        let gc = GroupCommit::default();
+        assert!(gc.commit(&|| Err(io::Error::other("eio"))).is_err());
+        assert!(gc.commit(&|| Ok(())).is_err());
+        gc.reset();
+        assert!(gc.commit(&|| Ok(())).is_ok());
+    }
+}

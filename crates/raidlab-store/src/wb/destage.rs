@@ -1,0 +1,210 @@
+//! The destager: one thread that asks the `WriteCache` for groups while the rate allows,
+//! writes their in-flight pages through the array's planner, syncs the members, and only
+//! then frees the frames and releases the backup records. It also carries a lost backup
+//! through its states (drain, void, write through, probe).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use raidlab::cache::write::Destage;
+
+use super::{dead, warn, Mode, WriteBack, BLOCK};
+use crate::ctrl::IoFail;
+
+/// Bytes of page data one destage round copies out of the cache at most.
+const ROUND_BYTES_MAX: usize = 16 << 20;
+/// How often a write-through controller tries to bring its backup back.
+const PROBE_EVERY: Duration = Duration::from_secs(5);
+
+/// A group being destaged: the cache's destage and where its pages are in the round buffer.
+struct InFlight {
+    d: Destage,
+    /// Runs of consecutive pages: (first page, pages, byte offset in the round buffer).
+    runs: Vec<(u64, u64, usize)>,
+}
+
+impl WriteBack {
+    /// Start the destager thread; it ends after `stop`.
+    pub fn spawn_destager(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("raidlab-destage".into())
+            .spawn(move || me.destage_loop())
+            .expect("spawning a thread")
+    }
+
+    fn destage_loop(&self) {
+        let group_bytes = self.ctl.geo.blocks_per_stripe() as usize * BLOCK;
+        let mut buf = vec![0u8; ROUND_BYTES_MAX.max(group_bytes)];
+        let mut round: Vec<InFlight> = Vec::new();
+        let mut last_probe = Instant::now();
+        while !self.stop.load(Ordering::SeqCst) {
+            if !self.destage_round(&mut buf, &mut round) {
+                self.lost_backup_step(&mut last_probe);
+            }
+        }
+    }
+
+    /// Start, write and finish one round of destages. `false` when there was nothing to do
+    /// (after waiting a little for work).
+    fn destage_round(&self, buf: &mut [u8], round: &mut Vec<InFlight>) -> bool {
+        round.clear();
+        let mut used = 0usize;
+        {
+            let mut g = self.lock();
+            if g.failed.is_some() {
+                drop(self.wait(&self.work, g));
+                return false;
+            }
+            let allowed = if g.flushing > 0 || g.mode != Mode::Backed {
+                g.cache.rate().max()
+            } else {
+                g.cache.allowed()
+            };
+            let group_bytes = g.cache.group_pages() as usize * BLOCK;
+            while g.cache.inflight() < allowed && used + group_bytes <= buf.len() {
+                let Some(d) = g.cache.start_destage() else {
+                    break;
+                };
+                let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+                let bits = g.cache.flight_bits(d.slot).to_vec();
+                for (w, &word) in bits.iter().enumerate() {
+                    let mut word = word;
+                    while word != 0 {
+                        let i = w as u64 * 64 + u64::from(word.trailing_zeros());
+                        word &= word - 1;
+                        let lba = d.first + i;
+                        let p = g
+                            .pages
+                            .get_mut(&lba)
+                            .expect("an in-flight page has a frame");
+                        debug_assert!(p.flight.is_none(), "page {lba} in flight twice");
+                        p.flight = p.dirty.take();
+                        let v = p.flight.expect("a destaged page was dirty");
+                        let at = v.frame as usize * BLOCK;
+                        buf[used..used + BLOCK].copy_from_slice(&g.frames[at..at + BLOCK]);
+                        match runs.last_mut() {
+                            Some((f, n, _)) if *f + *n == lba => *n += 1,
+                            _ => runs.push((lba, 1, used)),
+                        }
+                        used += BLOCK;
+                    }
+                }
+                debug_assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), u64::from(d.pages));
+                round.push(InFlight { d, runs });
+            }
+            if round.is_empty() {
+                drop(self.wait(&self.work, g));
+                return false;
+            }
+        }
+        let mut result: Result<(), IoFail> = Ok(());
+        'write: for f in round.iter() {
+            for &(lba, n, at) in &f.runs {
+                result =
+                    self.ctl
+                        .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false);
+                if result.is_err() {
+                    break 'write;
+                }
+            }
+        }
+        if result.is_ok() {
+            // The backup's copies may go only once the members hold the pages durably.
+            result = self.ctl.flush();
+        }
+        if let Err(e) = result {
+            // Only a dead array fails a write: keep the pages (readable from the cache, and
+            // in the backup for a recovery once the array is repaired).
+            let why = dead(&self.ctl).unwrap_or_else(|| e.to_string());
+            warn(&format!(
+                "destage failed, the write cache stops destaging: {why}"
+            ));
+            let mut g = self.lock();
+            g.failed = Some(format!("destage failed: {why}"));
+            self.room.notify_all();
+            return true;
+        }
+        let mut released = Vec::new();
+        {
+            let mut g = self.lock();
+            for f in round.iter() {
+                for &(first, n, _) in &f.runs {
+                    for lba in first..first + n {
+                        let p = g
+                            .pages
+                            .get_mut(&lba)
+                            .expect("an in-flight page has a frame");
+                        let v = p.flight.take().expect("the page was in flight");
+                        let gone = p.dirty.is_none();
+                        if gone {
+                            g.pages.remove(&lba);
+                        }
+                        g.free.push(v.frame);
+                        if let Some(h) = v.handle {
+                            released.push(h);
+                        }
+                    }
+                }
+                g.cache.finish_destage(f.d.slot);
+            }
+            self.room.notify_all();
+        }
+        if let Some(b) = &self.backup {
+            for h in released {
+                b.release(h, false);
+            }
+        }
+        true
+    }
+
+    /// A lost backup: once the drain is over, void the backup and write through; while
+    /// writing through, try now and then to bring the backup back (a fresh epoch).
+    fn lost_backup_step(&self, last_probe: &mut Instant) {
+        let Some(b) = &self.backup else {
+            return;
+        };
+        let mut g = self.lock();
+        match g.mode.clone() {
+            Mode::Backed => {}
+            Mode::Draining(why) => {
+                if g.cache.occupied() > 0 {
+                    return;
+                }
+                // Everything is on the members: the backup's records must never be replayed
+                // over what is now written straight to the array.
+                if let Err(e) = b.reset() {
+                    let epoch = b.epoch();
+                    let voided = match &self.void_hook {
+                        Some(h) => h(epoch).map_err(|e2| e2.to_string()),
+                        None => Err("no place to record it".to_string()),
+                    };
+                    if let Err(e2) = voided {
+                        // Neither worked: refuse writes rather than risk a stale replay.
+                        g.failed = Some(format!(
+                            "the write-cache backup failed ({why}) and could be neither reset ({e}) nor voided ({e2})"
+                        ));
+                        self.room.notify_all();
+                        return;
+                    }
+                }
+                warn(&format!("write cache drained; writing through ({why})"));
+                g.mode = Mode::WriteThrough(why);
+                *last_probe = Instant::now();
+                self.room.notify_all();
+            }
+            Mode::WriteThrough(_) => {
+                if last_probe.elapsed() < PROBE_EVERY {
+                    return;
+                }
+                *last_probe = Instant::now();
+                if b.reset().is_ok() {
+                    warn("write-cache backup is writable again; write-back resumed");
+                    g.mode = Mode::Backed;
+                    self.room.notify_all();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,700 @@
+//! The write-back cache on the served array: the core's own [`WriteCache`] (write groups =
+//! stripe rows, the LRW / CSCAN / WOW / STOW destage orders, the linear-threshold destage
+//! rate) holding real dirty pages, a backup that makes them durable before the reply
+//! (`mirror`, RAPID-Cache's `log`, or `none`), a destager thread, and recovery.
+//!
+//! - **Write.** Each page is accepted by the `WriteCache` (or the writer waits for a destage
+//!   to make room), copied into a frame, and staged in the backup under the cache lock; then
+//!   the backup commits (group commit, no lock held) and only then is the write answered.
+//!   A page rewritten while dirty is overwritten in its frame; its older backup record is
+//!   released once the newer one is durable.
+//! - **Read.** Cached pages (the dirty version, else the one being destaged) are copied
+//!   under the lock; the rest is read from the array. A page absent from the cache is on the
+//!   members: it leaves the cache only after its destage's writes were synced.
+//! - **Destage** (`destage.rs`): the order picks a group, its dirty pages become in flight,
+//!   are written through the array's planner (a full row is a full-stripe write), the
+//!   members are synced, and only then are the frames freed and the backup records released.
+//! - **Backup lost** (a write or sync of the backup failed): writers wait while everything
+//!   is destaged, the backup is voided (a new epoch, or a marker file when even that fails,
+//!   so its stale records are never replayed), and writes go straight to the array until a
+//!   periodic probe finds the backup writable again.
+//! - **Recovery** (`recover.rs`): replay the newest version of every page found in the
+//!   backup through the array, sync, then start a new epoch.
+//!
+//! Lock order: the cache lock, then (inside the backup's `put`) the backup's own lock. The
+//! array's locks are never taken with the cache lock held.
+
+pub mod backup;
+pub mod commit;
+mod destage;
+pub mod format;
+pub mod mirror;
+pub mod recover;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use raidlab::array::Level;
+use raidlab::cache::write::{self as core_wb, OrderKind, RateSpec, WriteCache, WriteSpec};
+use serde_json::{json, Value};
+
+use crate::ctrl::column::BLOCK;
+use crate::ctrl::{Controller, IoFail};
+use backup::{Backup, Handle, LiveData};
+use format::{RecKind, RecMeta};
+
+/// How long a waiter sleeps before it looks again (a missed wake-up costs at most this).
+const WAIT_SLICE: Duration = Duration::from_millis(50);
+/// Most waits of one request for room before it fails (10 minutes of no progress).
+const ROOM_WAITS_MAX: u32 = 12_000;
+
+/// Which second copy the dirty pages have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackupKind {
+    /// Volatile: a crash loses what was not flushed.
+    None,
+    Mirror,
+    Log {
+        logical: bool,
+    },
+}
+
+impl BackupKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackupKind::None => "none",
+            BackupKind::Mirror => "mirror",
+            BackupKind::Log { logical: false } => "log (physical)",
+            BackupKind::Log { logical: true } => "log (logical)",
+        }
+    }
+}
+
+/// The write cache's tunables (`raidlab serve --write-cache-mib --destage --thresholds`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WbSpec {
+    pub capacity_pages: u64,
+    pub order: OrderKind,
+    pub high_pct: f64,
+    pub low_pct: f64,
+    /// Most destages in flight (the rate's maximum).
+    pub max_destages: u32,
+}
+
+impl Default for WbSpec {
+    fn default() -> Self {
+        WbSpec {
+            capacity_pages: 64 * 256,
+            order: OrderKind::Stow,
+            high_pct: 80.0,
+            low_pct: 20.0,
+            max_destages: 16,
+        }
+    }
+}
+
+/// One cached version of a page: its frame, its sequence number, its backup record.
+#[derive(Debug, Clone, Copy)]
+struct Ver {
+    frame: u32,
+    seq: u64,
+    handle: Option<Handle>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PageBufs {
+    /// The newest version, waiting for destage.
+    dirty: Option<Ver>,
+    /// The version being destaged.
+    flight: Option<Ver>,
+}
+
+/// Whether writes are backed up or go straight to the array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mode {
+    Backed,
+    /// The backup failed: destage everything, then write through.
+    Draining(String),
+    WriteThrough(String),
+}
+
+struct Inner {
+    cache: WriteCache,
+    pages: HashMap<u64, PageBufs>,
+    frames: Vec<u8>,
+    free: Vec<u32>,
+    seq: u64,
+    mode: Mode,
+    /// FLUSH calls (or a drain) waiting for the cache to empty: destage at the maximum rate
+    /// and hold new cached writes back, so the flush cannot be starved.
+    flushing: u32,
+    /// The array failed under a destage: nothing more can be destaged.
+    failed: Option<String>,
+}
+
+/// The cache's frames seen by a backup's cleaner.
+struct Live<'a> {
+    pages: &'a HashMap<u64, PageBufs>,
+    frames: &'a [u8],
+}
+
+impl LiveData for Live<'_> {
+    fn newest(&self, lba: u64) -> Option<(u64, &[u8])> {
+        let p = self.pages.get(&lba)?;
+        let v = p.dirty.or(p.flight)?;
+        let at = v.frame as usize * BLOCK;
+        Some((v.seq, &self.frames[at..at + BLOCK]))
+    }
+}
+
+/// Counters for `ctl status`.
+#[derive(Debug, Default)]
+pub struct WbCounters {
+    pub writes: AtomicU64,
+    pub write_pages: AtomicU64,
+    pub read_hit_pages: AtomicU64,
+    pub read_pages: AtomicU64,
+    pub write_through_pages: AtomicU64,
+    pub room_waits: AtomicU64,
+    pub flushes: AtomicU64,
+    pub images: AtomicU64,
+}
+
+/// The write-back cache in front of a controller.
+pub struct WriteBack {
+    ctl: Arc<Controller>,
+    spec: WbSpec,
+    kind: BackupKind,
+    backup: Option<Box<dyn Backup>>,
+    inner: Mutex<Inner>,
+    /// Room was made, a flush finished, or the mode changed.
+    room: Condvar,
+    /// Work for the destager.
+    work: Condvar,
+    stop: AtomicBool,
+    /// Called with the backup's epoch when it must never be replayed again but could not be
+    /// reset (the marker file of `serve`).
+    void_hook: Option<Box<dyn Fn(u64) -> std::io::Result<()> + Send + Sync>>,
+    pub counters: WbCounters,
+}
+
+/// A write-back problem shown to the operator.
+fn warn(msg: &str) {
+    eprintln!("raidlab serve: warning: {msg}");
+}
+
+impl WriteBack {
+    /// A write-back cache of `spec` in front of `ctl`, backed up by `backup` (`None` only
+    /// with `BackupKind::None`). The backup must be empty (fresh, or reset after recovery).
+    pub fn new(
+        ctl: Arc<Controller>,
+        spec: WbSpec,
+        kind: BackupKind,
+        backup: Option<Box<dyn Backup>>,
+    ) -> raidlab::Result<WriteBack> {
+        assert_eq!(
+            kind == BackupKind::None,
+            backup.is_none(),
+            "a backup exactly when the kind has one"
+        );
+        let shape = ctl.shape().clone();
+        let group_pages = ctl.geo.blocks_per_stripe();
+        if spec.capacity_pages < group_pages * 2 {
+            return Err(raidlab::Error::config(
+                "--write-cache-mib",
+                format!(
+                    "the write cache must hold at least two stripe rows ({} KiB here)",
+                    group_pages * 2 * BLOCK as u64 / 1024
+                ),
+            ));
+        }
+        if spec.capacity_pages > u64::from(u32::MAX / 2) {
+            return Err(raidlab::Error::config("--write-cache-mib", "too large"));
+        }
+        if !(0.0..=100.0).contains(&spec.low_pct)
+            || !(spec.low_pct < spec.high_pct && spec.high_pct <= 100.0)
+        {
+            return Err(raidlab::Error::config(
+                "--thresholds",
+                format!(
+                    "expected 0 <= L < H <= 100, got {}/{}",
+                    spec.high_pct, spec.low_pct
+                ),
+            ));
+        }
+        let wspec = WriteSpec {
+            capacity_pages: spec.capacity_pages,
+            group_pages,
+            order: spec.order,
+            rate: RateSpec::Linear {
+                high_pct: spec.high_pct,
+                low_pct: spec.low_pct,
+            },
+            max_destages: spec.max_destages.max(1),
+            seq_pages: 2,
+            drain: false,
+            read_cache: false,
+            unified: false,
+        };
+        let cache = WriteCache::new(
+            &wspec,
+            core_wb::Backend {
+                disks: shape.disks,
+                mirrored: matches!(shape.level, Level::Raid1 | Level::Raid10),
+            },
+        );
+        let frames = spec.capacity_pages as usize;
+        Ok(WriteBack {
+            ctl,
+            kind,
+            backup,
+            inner: Mutex::new(Inner {
+                cache,
+                pages: HashMap::with_capacity(frames),
+                frames: vec![0u8; frames * BLOCK],
+                free: (0..frames as u32).rev().collect(),
+                seq: 0,
+                mode: Mode::Backed,
+                flushing: 0,
+                failed: None,
+            }),
+            room: Condvar::new(),
+            work: Condvar::new(),
+            stop: AtomicBool::new(false),
+            void_hook: None,
+            counters: WbCounters::default(),
+            spec,
+        })
+    }
+
+    /// What to do when a lost backup cannot be reset: record its epoch somewhere recovery
+    /// looks, so its records are never replayed over newer data written through.
+    pub fn with_void_hook(
+        mut self,
+        hook: Box<dyn Fn(u64) -> std::io::Result<()> + Send + Sync>,
+    ) -> Self {
+        self.void_hook = Some(hook);
+        self
+    }
+
+    /// Sequence numbers continue after those recovery found.
+    pub fn set_next_seq(&self, seq: u64) {
+        let mut g = self.lock();
+        g.seq = g.seq.max(seq);
+    }
+
+    pub fn controller(&self) -> &Arc<Controller> {
+        &self.ctl
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'a>(&self, cv: &Condvar, g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        cv.wait_timeout(g, WAIT_SLICE)
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+    }
+
+    /// Read `buf.len()` bytes at `offset`: cached pages from the cache, the rest from the
+    /// array.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoFail> {
+        self.ctl.check_range(offset, buf.len() as u64)?;
+        let first = offset / BLOCK as u64;
+        let count = (buf.len() / BLOCK) as u64;
+        self.counters.read_pages.fetch_add(count, Ordering::Relaxed);
+        // Runs of pages the cache does not hold, as (first page index, pages).
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        {
+            let mut g = self.lock();
+            if g.cache.occupied() == 0 {
+                runs.push((0, count));
+            } else {
+                let Inner {
+                    cache,
+                    pages,
+                    frames,
+                    ..
+                } = &mut *g;
+                let mut hits = 0;
+                for i in 0..count {
+                    let lba = first + i;
+                    let v = pages.get(&lba).and_then(|p| p.dirty.or(p.flight));
+                    let hit = cache.read(lba);
+                    debug_assert_eq!(hit, v.is_some(), "cache and frames agree on page {lba}");
+                    match v {
+                        Some(v) => {
+                            let at = v.frame as usize * BLOCK;
+                            buf[i as usize * BLOCK..(i as usize + 1) * BLOCK]
+                                .copy_from_slice(&frames[at..at + BLOCK]);
+                            hits += 1;
+                        }
+                        None => match runs.last_mut() {
+                            Some((s, n)) if *s + *n == i => *n += 1,
+                            _ => runs.push((i, 1)),
+                        },
+                    }
+                }
+                self.counters
+                    .read_hit_pages
+                    .fetch_add(hits, Ordering::Relaxed);
+            }
+        }
+        for (s, n) in runs {
+            let b = &mut buf[s as usize * BLOCK..(s + n) as usize * BLOCK];
+            self.ctl.read(offset + s * BLOCK as u64, b)?;
+        }
+        Ok(())
+    }
+
+    /// Write `data` at `offset`. Answered once the pages are as durable as the backup
+    /// promises: in the backup (`mirror`, `log`), or on the members (written through, or
+    /// FUA without a backup).
+    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoFail> {
+        self.ctl.check_range(offset, data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        let first = offset / BLOCK as u64;
+        let count = (data.len() / BLOCK) as u64;
+        self.counters
+            .write_pages
+            .fetch_add(count, Ordering::Relaxed);
+        if self.kind == BackupKind::None && fua {
+            return self.write_through(first, data, true);
+        }
+        let mut superseded: Vec<Handle> = Vec::new();
+        let mut done = 0u64;
+        let mut lost = false;
+        {
+            let mut g = self.lock();
+            let mut waits = 0u32;
+            while done < count {
+                if let Some(f) = &g.failed {
+                    return Err(IoFail::Failed(f.clone()));
+                }
+                if g.mode != Mode::Backed {
+                    break;
+                }
+                if g.flushing > 0 {
+                    g = self.wait_room(g, &mut waits)?;
+                    continue;
+                }
+                let lba = first + done;
+                if g.cache.write(lba).is_none() {
+                    self.counters.room_waits.fetch_add(1, Ordering::Relaxed);
+                    self.work.notify_one();
+                    g = self.wait_room(g, &mut waits)?;
+                    continue;
+                }
+                let src = &data[done as usize * BLOCK..(done as usize + 1) * BLOCK];
+                match self.stage(&mut g, lba, src) {
+                    Ok(Some(old)) => superseded.push(old),
+                    Ok(None) => {}
+                    Err(e) => {
+                        // The page is cached but has no durable copy: drain it below.
+                        self.lose_backup(&mut g, &format!("backup write failed: {e}"));
+                        lost = true;
+                        done += 1;
+                        break;
+                    }
+                }
+                done += 1;
+            }
+            if g.cache.wants_destage() {
+                self.work.notify_one();
+            }
+        }
+        if done > 0 && !lost {
+            if let Some(b) = &self.backup {
+                if let Err(e) = b.commit() {
+                    let mut g = self.lock();
+                    self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
+                    lost = true;
+                }
+            }
+        }
+        if lost {
+            // What this write put in the cache is durable only once it is on the members.
+            self.drain_all()?;
+        } else if let Some(b) = &self.backup {
+            for h in superseded {
+                b.release(h, true);
+            }
+        }
+        if done < count {
+            let rest = &data[done as usize * BLOCK..];
+            self.wait_write_through()?;
+            return self.write_through(first + done, rest, fua);
+        }
+        Ok(())
+    }
+
+    /// Put one page into its frame and the backup; the older version's record, if the page
+    /// was dirty, to release once this one is durable. The cache has accepted the page.
+    fn stage(&self, g: &mut Inner, lba: u64, src: &[u8]) -> std::io::Result<Option<Handle>> {
+        let p = g.pages.get(&lba).copied().unwrap_or_default();
+        let (frame, old) = match p.dirty {
+            Some(v) => (v.frame, v.handle),
+            None => (
+                g.free
+                    .pop()
+                    .expect("the write cache never holds more pages than frames"),
+                None,
+            ),
+        };
+        let at = frame as usize * BLOCK;
+        g.frames[at..at + BLOCK].copy_from_slice(src);
+        g.seq += 1;
+        let seq = g.seq;
+        let mut ver = Ver {
+            frame,
+            seq,
+            handle: None,
+        };
+        g.pages.insert(
+            lba,
+            PageBufs {
+                dirty: Some(ver),
+                flight: p.flight,
+            },
+        );
+        if let Some(b) = &self.backup {
+            let live = Live {
+                pages: &g.pages,
+                frames: &g.frames,
+            };
+            let h = b.put(
+                RecMeta {
+                    lba,
+                    seq,
+                    kind: RecKind::Data,
+                },
+                &g.frames[at..at + BLOCK],
+                &live,
+            )?;
+            ver.handle = Some(h);
+            g.pages.get_mut(&lba).expect("just inserted").dirty = Some(ver);
+        }
+        Ok(old)
+    }
+
+    fn wait_room<'a>(
+        &self,
+        g: MutexGuard<'a, Inner>,
+        waits: &mut u32,
+    ) -> Result<MutexGuard<'a, Inner>, IoFail> {
+        *waits += 1;
+        if *waits > ROOM_WAITS_MAX || self.stop.load(Ordering::Relaxed) && *waits > 100 {
+            return Err(IoFail::Failed(
+                "the write cache made no room (destage stalled)".into(),
+            ));
+        }
+        Ok(self.wait(&self.room, g))
+    }
+
+    /// Wait until a lost backup's drain is over (writes then go to the array directly).
+    fn wait_write_through(&self) -> Result<(), IoFail> {
+        let mut g = self.lock();
+        let mut waits = 0;
+        while matches!(g.mode, Mode::Draining(_)) {
+            if let Some(f) = &g.failed {
+                return Err(IoFail::Failed(f.clone()));
+            }
+            g = self.wait_room(g, &mut waits)?;
+        }
+        Ok(())
+    }
+
+    /// Write pages straight to the array: no version of them may be in flight (an older
+    /// destage could land after this write), and cached dirty versions take the new bytes
+    /// so a later destage writes them again rather than older ones.
+    fn write_through(&self, first: u64, data: &[u8], fua: bool) -> Result<(), IoFail> {
+        let count = (data.len() / BLOCK) as u64;
+        {
+            let mut g = self.lock();
+            let mut waits = 0;
+            loop {
+                if let Some(f) = &g.failed {
+                    return Err(IoFail::Failed(f.clone()));
+                }
+                let busy = g.cache.occupied() > 0
+                    && (first..first + count)
+                        .any(|l| g.pages.get(&l).is_some_and(|p| p.flight.is_some()));
+                if !busy {
+                    break;
+                }
+                g = self.wait_room(g, &mut waits)?;
+            }
+            if g.cache.occupied() > 0 {
+                let Inner { pages, frames, .. } = &mut *g;
+                for i in 0..count {
+                    if let Some(v) = pages.get(&(first + i)).and_then(|p| p.dirty) {
+                        let at = v.frame as usize * BLOCK;
+                        frames[at..at + BLOCK]
+                            .copy_from_slice(&data[i as usize * BLOCK..(i as usize + 1) * BLOCK]);
+                    }
+                }
+            }
+        }
+        self.counters
+            .write_through_pages
+            .fetch_add(count, Ordering::Relaxed);
+        self.ctl.write(first * BLOCK as u64, data, fua)
+    }
+
+    /// TRIM and WRITE_ZEROES: zeros written like any data (through the cache, so a backup
+    /// never replays older bytes over them), in bounded pieces.
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), IoFail> {
+        self.ctl.check_range(offset, len)?;
+        const PIECE: u64 = 256 << 10;
+        static ZEROS: [u8; PIECE as usize] = [0; PIECE as usize];
+        if self.kind == BackupKind::None {
+            // No backup to replay anything: zero the members directly.
+            let first = offset / BLOCK as u64;
+            let mut at = offset;
+            while at < offset + len {
+                let n = PIECE.min(offset + len - at);
+                let _ = first;
+                self.write_through(at / BLOCK as u64, &ZEROS[..n as usize], fua)?;
+                at += n;
+            }
+            return Ok(());
+        }
+        let mut at = offset;
+        while at < offset + len {
+            let n = PIECE.min(offset + len - at);
+            self.write(at, &ZEROS[..n as usize], fua)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// NBD FLUSH: every write answered before it is durable. With a backup they already are
+    /// (unless writes went through, which a member sync covers); without one everything
+    /// cached is destaged first.
+    pub fn flush(&self) -> Result<(), IoFail> {
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        let through = {
+            let g = self.lock();
+            if let Some(f) = &g.failed {
+                return Err(IoFail::Failed(f.clone()));
+            }
+            g.mode != Mode::Backed
+        };
+        if self.kind == BackupKind::None || through {
+            self.drain_all()?;
+        } else if let Some(b) = &self.backup {
+            if let Err(e) = b.commit() {
+                let mut g = self.lock();
+                self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
+                drop(g);
+                self.drain_all()?;
+            }
+        }
+        self.ctl.flush()
+    }
+
+    /// Destage everything now and wait until the cache is empty (new cached writes wait).
+    pub fn drain_all(&self) -> Result<(), IoFail> {
+        let mut g = self.lock();
+        g.flushing += 1;
+        self.work.notify_all();
+        let mut waits = 0u32;
+        let r = loop {
+            if let Some(f) = &g.failed {
+                break Err(IoFail::Failed(f.clone()));
+            }
+            if g.cache.occupied() == 0 {
+                break Ok(());
+            }
+            waits += 1;
+            if waits > ROOM_WAITS_MAX {
+                break Err(IoFail::Failed(
+                    "the write cache could not be drained".into(),
+                ));
+            }
+            g = self.wait(&self.room, g);
+        };
+        g.flushing -= 1;
+        self.room.notify_all();
+        r
+    }
+
+    /// The backup failed: stop taking cached writes, destage everything (the destager then
+    /// voids the backup and switches to write-through). Called with the cache lock held.
+    fn lose_backup(&self, g: &mut Inner, why: &str) {
+        if g.mode == Mode::Backed {
+            warn(&format!(
+                "write-cache backup lost ({why}); destaging everything and writing through until it is back"
+            ));
+            g.mode = Mode::Draining(why.to_string());
+            self.work.notify_all();
+        }
+    }
+
+    /// Status for `ctl status`.
+    pub fn status(&self) -> Value {
+        let g = self.lock();
+        let s = &g.cache.stats;
+        let c = &self.counters;
+        let mode = match &g.mode {
+            Mode::Backed => json!({"state": "backed"}),
+            Mode::Draining(w) => json!({"state": "draining", "why": w}),
+            Mode::WriteThrough(w) => json!({"state": "write-through", "why": w}),
+        };
+        json!({
+            "backup": self.kind.name(),
+            "backup_detail": self.backup.as_ref().map(|b| b.describe()),
+            "mode": mode,
+            "failure": g.failed,
+            "order": self.spec.order.name(),
+            "thresholds_pct": [self.spec.high_pct, self.spec.low_pct],
+            "capacity_pages": g.cache.capacity(),
+            "group_pages": g.cache.group_pages(),
+            "occupied_pages": g.cache.occupied(),
+            "destages_in_flight": g.cache.inflight(),
+            "groups_waiting": g.cache.groups_waiting(),
+            "page_writes": s.page_writes,
+            "overwrite_hits": s.overwrite_hits,
+            "stripe_hits": s.stripe_hits,
+            "destages": s.destages,
+            "destaged_pages": s.destaged_pages,
+            "full_stripe_destages": s.full_destages,
+            "read_pages": c.read_pages.load(Ordering::Relaxed),
+            "read_hit_pages": c.read_hit_pages.load(Ordering::Relaxed),
+            "write_through_pages": c.write_through_pages.load(Ordering::Relaxed),
+            "room_waits": c.room_waits.load(Ordering::Relaxed),
+            "images": c.images.load(Ordering::Relaxed),
+            "backup_stats": self.backup.as_ref().map(|b| {
+                let b = b.stats();
+                json!({"records": b.records, "commits": b.commits, "bytes_written": b.bytes_written,
+                       "gc_segments": b.gc_segments, "gc_records": b.gc_records, "live": b.live,
+                       "capacity": b.capacity})
+            }),
+        })
+    }
+
+    /// Pages held (dirty or in flight).
+    pub fn occupied(&self) -> u64 {
+        self.lock().cache.occupied()
+    }
+
+    /// Ask the destager to stop (after `drain_all` for a clean stop).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.work.notify_all();
+        self.room.notify_all();
+    }
+}
+
+/// The destager's view of a failed array.
+fn dead(ctl: &Controller) -> Option<String> {
+    ctl.read_state().dead.clone()
+}
