@@ -68,6 +68,15 @@ def serve(
     rebuild_max_kib_s: int | None = None,
     workers: int | None = None,
     ready: Callable[[str], None] | None = None,
+    write_cache_mib: int | None = None,
+    destage: str = "stow",
+    thresholds: str = "80/20",
+    backup: str = "mirror",
+    backup_path: str | None = None,
+    log_mode: str = "physical",
+    log_size: str | None = None,
+    segment: str = "128KiB",
+    backup_discard: bool = False,
 ) -> str: ...
 def ctl_request(dir: str, request: str) -> str: ...
 def replay(

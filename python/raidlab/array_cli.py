@@ -4,6 +4,7 @@
                              [--spares K] [--name NAME] [--force] [MEMBER ...]
     raidlab array examine DIR [--json]
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
+                      [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
     raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check [--json]
     raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
@@ -117,6 +118,15 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 rebuild_max_kib_s=args.rebuild_max_kib,
                 workers=args.workers,
                 ready=ready,
+                write_cache_mib=args.write_cache_mib,
+                destage=args.destage,
+                thresholds=args.thresholds,
+                backup=args.backup,
+                backup_path=args.backup_path,
+                log_mode=args.log_mode,
+                log_size=args.log_size,
+                segment=args.segment,
+                backup_discard=args.backup_discard,
             )
         )
     finally:
@@ -173,6 +183,18 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
             f"resync: {rs['pending_regions']} region(s) pending, {rs['resynced_rows']:,} rows resynced, "
             f"{rs['repaired_rows']:,} repaired"
         )
+    wc = st.get("write_cache")
+    if wc:
+        mode = wc["mode"]["state"] + (f" ({wc['mode']['why']})" if wc["mode"].get("why") else "")
+        console.print(
+            f"write cache {wc['order']} {wc['thresholds_pct'][0]:g}/{wc['thresholds_pct'][1]:g}, backup {wc['backup']}: {mode}; "
+            f"{wc['occupied_pages']:,}/{wc['capacity_pages']:,} pages held, {wc['destages']:,} destages "
+            f"({wc['full_stripe_destages']:,} full-stripe), {wc['read_hit_pages']:,}/{wc['read_pages']:,} read pages hit"
+        )
+        if wc.get("backup_detail"):
+            console.print(f"  {wc['backup_detail']}")
+        if wc.get("failure"):
+            console.print(f"[red]  {wc['failure']}[/red]")
     c = st.get("cache")
     if c:
         total = c["hits"] + c["misses"]
@@ -279,6 +301,16 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     s.add_argument("--rebuild-min-kib", type=positive_int, default=None, help="md's speed_limit_min, KiB/s per member")
     s.add_argument("--rebuild-max-kib", type=positive_int, default=None, help="md's speed_limit_max, KiB/s per member")
     s.add_argument("--workers", type=positive_int, default=None, help="NBD worker threads")
+    w = s.add_argument_group("write-back cache (docs/store.md: what each backup promises)")
+    w.add_argument("--write-cache-mib", type=positive_int, default=None, help="write-back cache size in MiB (default: none, writes go to the members)")
+    w.add_argument("--destage", default="stow", help="destage order: lrw, cscan, wow or stow (default)")
+    w.add_argument("--thresholds", default="80/20", metavar="H/L", help="linear-threshold destage rate, percent of the cache (default 80/20)")
+    w.add_argument("--backup", default="mirror", help="second copy of dirty pages: mirror (default), log (RAPID-Cache) or none (volatile)")
+    w.add_argument("--backup-path", default=None, help="mirror or physical log file (default DIR/wb-mirror.img or DIR/wb-log.img)")
+    w.add_argument("--log-mode", default="physical", help="physical (a log file of its own) or logical (a partition past each member's data)")
+    w.add_argument("--log-size", default=None, help="log size, e.g. 256MiB (default 4x the cache, at least 16 MiB)")
+    w.add_argument("--segment", default="128KiB", help="log segment size (default 128KiB)")
+    w.add_argument("--backup-discard", action="store_true", help="start even if the last run's backup cannot be read (its dirty pages are lost)")
     s.add_argument("--json", action="store_true", help="print a JSON summary at exit")
     s.set_defaults(func=cmd_serve)
 

@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -59,6 +59,15 @@ pub fn serve(
     rebuild_max_kib_s: Option<u64>,
     workers: Option<usize>,
     ready: Option<PyObject>,
+    write_cache_mib: Option<u64>,
+    destage: &str,
+    thresholds: &str,
+    backup: &str,
+    backup_path: Option<&str>,
+    log_mode: &str,
+    log_size: Option<&str>,
+    segment: &str,
+    backup_discard: bool,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -70,6 +79,22 @@ pub fn serve(
     )
     .map_err(|e| to_py(py, e))?;
     opts.workers = workers;
+    opts.backup_discard = backup_discard;
+    if let Some(mib) = write_cache_mib {
+        opts.wb = Some(
+            raidlab_store::wb::setup::WbOptions::parse(
+                mib,
+                destage,
+                thresholds,
+                backup,
+                backup_path,
+                log_mode,
+                log_size,
+                segment,
+            )
+            .map_err(|e| to_py(py, e))?,
+        );
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let out = py.allow_threads(|| {
         let _signals = store_serve::SignalGuard::install(&stop)?;

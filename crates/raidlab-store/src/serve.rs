@@ -13,6 +13,8 @@ use crate::control;
 use crate::ctrl::{Controller, IoFail, Options};
 use crate::format::{self, SuperblockSink};
 use crate::nbd::{self, Backend, BlockSize, Errno, Listen, ServeStats, Server};
+use crate::wb::setup::WbOptions;
+use crate::wb::WriteBack;
 
 /// What `raidlab serve` was asked for.
 #[derive(Debug, Clone)]
@@ -25,6 +27,10 @@ pub struct ServeOptions {
     pub rebuild_rate: RateSpec,
     /// NBD worker threads (None: the server's default).
     pub workers: Option<usize>,
+    /// The write-back cache and its backup (None: writes go straight to the array).
+    pub wb: Option<WbOptions>,
+    /// Start even when the last run's write-cache backup cannot be read (its pages lost).
+    pub backup_discard: bool,
 }
 
 impl Default for ServeOptions {
@@ -35,6 +41,8 @@ impl Default for ServeOptions {
             rebuild_order: OrderSpec::Sequential,
             rebuild_rate: RateSpec::Full,
             workers: None,
+            wb: None,
+            backup_discard: false,
         }
     }
 }
@@ -119,13 +127,16 @@ impl ServeOptions {
             rebuild_order,
             rebuild_rate,
             workers: None,
+            wb: None,
+            backup_discard: false,
         })
     }
 }
 
-/// The controller seen as an NBD export.
+/// The controller (behind its write-back cache, when there is one) seen as an NBD export.
 pub struct Export {
     pub ctl: Arc<Controller>,
+    pub wb: Option<Arc<WriteBack>>,
     pub name: String,
 }
 
@@ -161,20 +172,36 @@ impl Backend for Export {
         }
     }
     fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), Errno> {
-        self.ctl.read(offset, buf).map_err(errno)
+        match &self.wb {
+            Some(wb) => wb.read(offset, buf),
+            None => self.ctl.read(offset, buf),
+        }
+        .map_err(errno)
     }
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), Errno> {
-        self.ctl.write(offset, data, fua).map_err(errno)
+        match &self.wb {
+            Some(wb) => wb.write(offset, data, fua),
+            None => self.ctl.write(offset, data, fua),
+        }
+        .map_err(errno)
     }
     fn flush(&self) -> std::result::Result<(), Errno> {
-        self.ctl.flush().map_err(errno)
+        match &self.wb {
+            Some(wb) => wb.flush(),
+            None => self.ctl.flush(),
+        }
+        .map_err(errno)
     }
     fn trim(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), Errno> {
         // A trimmed range reads back as zeros: deterministic, and parity stays consistent.
-        self.ctl.write_zeroes(offset, len, fua).map_err(errno)
+        self.write_zeroes(offset, len, fua)
     }
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), Errno> {
-        self.ctl.write_zeroes(offset, len, fua).map_err(errno)
+        match &self.wb {
+            Some(wb) => wb.write_zeroes(offset, len, fua),
+            None => self.ctl.write_zeroes(offset, len, fua),
+        }
+        .map_err(errno)
     }
 }
 
@@ -225,6 +252,30 @@ pub fn serve(
         auto_rebuild: true,
     };
     let ctl = Arc::new(controller_from(&a, ctl_opts)?);
+    let (wb, started) =
+        match crate::wb::setup::start(&a, &ctl, opts.wb.as_ref(), opts.backup_discard) {
+            Ok(x) => x,
+            Err(e) => {
+                drop(control_listener);
+                let _ = std::fs::remove_file(control::socket_path(dir));
+                return Err(e);
+            }
+        };
+    if let Some(r) = &started.replayed {
+        eprintln!(
+            "raidlab serve: {}: write-cache backup replayed: {} page(s) and {} image(s) from {} record(s); {} torn record(s) ignored",
+            a.name, r.pages, r.images, r.records, r.torn
+        );
+    }
+    if started.voided {
+        eprintln!("raidlab serve: {}: the write-cache backup was voided after a failure (all of it had been destaged); not replayed", a.name);
+    }
+    if started.retired {
+        eprintln!(
+            "raidlab serve: {}: no write cache this time; the last run's backup is retired",
+            a.name
+        );
+    }
     if let Some(dirty) = &a.dirty_regions {
         let n = dirty.iter().filter(|&&b| b).count();
         eprintln!("raidlab serve: {}: not stopped cleanly; resyncing {n} dirty region(s) in the background", a.name);
@@ -253,6 +304,7 @@ pub fn serve(
     }
     let addr = server.local_addr();
     let bg = ctl.spawn_background();
+    let destager = wb.as_ref().map(|w| w.spawn_destager());
     let control_stop = Arc::new(AtomicBool::new(false));
     let control_thread = {
         let (ctl, dir, stop) = (ctl.clone(), dir.to_path_buf(), control_stop.clone());
@@ -272,17 +324,23 @@ pub fn serve(
     ));
     let export = Arc::new(Export {
         ctl: ctl.clone(),
+        wb: wb.clone(),
         name: a.name.clone(),
     });
     let served = server.run(export, stop);
-    // Drained: no request is in flight. Stop the background work, then the control socket.
+    // Drained: no request is in flight. Destage the write cache, stop the background work,
+    // then the control socket.
+    let wb_drained = match (&wb, destager) {
+        (Some(w), Some(t)) => crate::wb::setup::stop(w, t),
+        _ => true,
+    };
     ctl.stop();
     let _ = bg.join();
     control_stop.store(true, Ordering::SeqCst);
     let _ = control_thread.join();
     let nbd = served.map_err(|e| Error::io(addr.clone(), &e))?;
     let _ = ctl.flush();
-    let clean = !ctl.resync_pending() && ctl.state_word() != "failed";
+    let clean = wb_drained && !ctl.resync_pending() && ctl.state_word() != "failed";
     if clean {
         ctl.intent_clear_idle(true);
         ctl.set_clean(true);

@@ -199,12 +199,19 @@ fn read_back(model: &Model, ctl: &Controller, x: &Expect<'_>, bad: &mut Vec<BadB
     }
 }
 
-/// Assemble `dir` and recover as `serve` does (resync every dirty region; finish a rebuild
+/// Assemble `dir` and recover as `serve` does (replay the write cache's backup when `wb`;
+/// resync every dirty region; finish a rebuild
 /// that assembly resumes or that a spare allows), then read back every block of the rows in
 /// `rows_to_check` and compare their redundancy. Rows no member write reached before the
 /// cut hold zeros on every member, which read as zeros and are consistent at every level,
 /// so they are skipped. Nothing here trusts the run: only the files.
-pub fn recover_and_check(dir: &Path, model: &Model, cut: usize, rows_to_check: &[bool]) -> Outcome {
+pub fn recover_and_check(
+    dir: &Path,
+    model: &Model,
+    cut: usize,
+    rows_to_check: &[bool],
+    wb: bool,
+) -> Outcome {
     let mut out = Outcome::default();
     let a = match format::assemble(dir) {
         Ok(a) => a,
@@ -222,6 +229,14 @@ pub fn recover_and_check(dir: &Path, model: &Model, cut: usize, rows_to_check: &
             return out;
         }
     };
+    if wb {
+        // Replay the backup `wb.json` names, and retire it, as a start without a write
+        // cache does.
+        if let Err(e) = crate::wb::setup::start(&a, &ctl, None, false) {
+            out.assembly = Some(format!("write-cache recovery: {e}"));
+            return out;
+        }
+    }
     let rows = a.shape.rows();
     let blocks = a.shape.size_bytes() / BLOCK as u64;
     let bpu = u64::from(ctl.geo.blocks_per_stripe_unit());

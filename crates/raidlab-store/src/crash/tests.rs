@@ -29,7 +29,16 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!(
+        // tmpfs when there is one: thousands of recoveries each sync the members, which
+        // costs milliseconds apiece on a disk and nothing in memory.
+        let shm = std::path::Path::new("/dev/shm");
+        let base =
+            if shm.is_dir() && std::fs::metadata(shm).is_ok_and(|m| !m.permissions().readonly()) {
+                shm.to_path_buf()
+            } else {
+                std::env::temp_dir()
+            };
+        let p = base.join(format!(
             "raidlab-crash-{tag}-{}-{}",
             std::process::id(),
             format::uuid_string(&format::new_uuid())
@@ -76,6 +85,9 @@ struct Run {
     data_offset: u64,
     /// Logical blocks per row.
     per_row: u64,
+    /// The write-cache backup to record in `wb.json` before each recovery (kind, legs,
+    /// segment bytes), when the run wrote through a write-back cache.
+    wb: Option<(String, Vec<(String, u64, u64)>, u64)>,
 }
 
 fn rng(seed: u64) -> ChaCha8Rng {
@@ -223,6 +235,7 @@ fn record(cfg: &Config) -> Run {
         rebuild_done,
         data_offset: DATA_OFFSET_BYTES,
         per_row,
+        wb: None,
     }
 }
 
@@ -289,7 +302,16 @@ fn crash_and_check(run: &Run, random_per_cut: usize, seed: u64) -> Tally {
     };
     for s in &states {
         run.mat.write(&run.events, s).expect("materialise");
-        let o = recover_and_check(&run.dir.0, &run.model, s.cut, &rows_written(run, s.cut));
+        if let Some((kind, legs, seg)) = &run.wb {
+            crate::wb::setup::write_record(&run.dir.0, kind, legs, *seg).expect("wb.json");
+        }
+        let o = recover_and_check(
+            &run.dir.0,
+            &run.model,
+            s.cut,
+            &rows_written(run, s.cut),
+            run.wb.is_some(),
+        );
         t.states += 1;
         if judge(run, s, &o, &mut t) {
             t.bad += 1;
@@ -534,3 +556,5 @@ fn raid6_degraded_write_hole() {
 
 #[path = "tests_bugs.rs"]
 mod bugs;
+#[path = "tests_wb.rs"]
+mod wb;

@@ -82,6 +82,7 @@ fn a_crash_inside_a_superblock_update_still_assembles() {
         &run.model,
         state.cut,
         &rows_written(&run, state.cut),
+        false,
     );
     assert_eq!(o.assembly, None);
 }

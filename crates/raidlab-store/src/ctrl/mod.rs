@@ -220,7 +220,12 @@ pub struct Controller {
     /// User I/O seen since the rebuild last looked (md's "is the array idle").
     pub(crate) busy: AtomicBool,
     pub(crate) shutdown: AtomicBool,
+    /// What a layer in front (the write-back cache) adds to `ctl status`.
+    pub(crate) front_status: std::sync::OnceLock<StatusHook>,
 }
+
+/// A closure that reports a front layer's state as JSON.
+pub type StatusHook = Box<dyn Fn() -> Option<serde_json::Value> + Send + Sync>;
 
 impl Controller {
     /// Build a controller over `devs` (one per slot, `None` for a missing or failed member;
@@ -280,12 +285,18 @@ impl Controller {
             resync: Mutex::new(sync::Resync::default()),
             busy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
+            front_status: std::sync::OnceLock::new(),
             shape,
         };
         if let Some((slot, _)) = recovering {
             c.resume_rebuild(slot);
         }
         Ok(c)
+    }
+
+    /// Let `ctl status` show the state of the layer in front (set once).
+    pub fn set_front_status(&self, hook: StatusHook) {
+        let _ = self.front_status.set(hook);
     }
 
     pub fn shape(&self) -> &Shape {

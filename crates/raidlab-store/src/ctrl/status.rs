@@ -62,6 +62,7 @@ impl Controller {
                 "evictions": c.evictions.load(Ordering::Relaxed),
             })
         });
+        let write_cache = self.front_status.get().and_then(|f| f());
         let st = self.read_state();
         let members: Vec<Value> = (0..self.shape.disks)
             .map(|s| {
@@ -107,6 +108,7 @@ impl Controller {
             "rebuild": rebuild,
             "resync": resync,
             "cache": cache,
+            "write_cache": write_cache,
         })
     }
 

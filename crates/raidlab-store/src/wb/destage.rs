@@ -40,24 +40,41 @@ impl WriteBack {
         let mut round: Vec<InFlight> = Vec::new();
         let mut last_probe = Instant::now();
         while !self.stop.load(Ordering::SeqCst) {
-            if !self.destage_round(&mut buf, &mut round) {
+            if !self.destage_round(&mut buf, &mut round, false, true) {
                 self.lost_backup_step(&mut last_probe);
             }
         }
     }
 
+    /// One destage round run by the caller (tests drive the cache deterministically this
+    /// way, with no destager thread): at the rate's allowance, or at its maximum with
+    /// `force`. `false` when nothing was destaged.
+    pub fn destage_step(&self, force: bool) -> bool {
+        let group_bytes = self.ctl.geo.blocks_per_stripe() as usize * BLOCK;
+        let mut buf = vec![0u8; group_bytes * self.spec.max_destages.max(1) as usize];
+        self.destage_round(&mut buf, &mut Vec::new(), force, false)
+    }
+
     /// Start, write and finish one round of destages. `false` when there was nothing to do
-    /// (after waiting a little for work).
-    fn destage_round(&self, buf: &mut [u8], round: &mut Vec<InFlight>) -> bool {
+    /// (after waiting a little for work when `wait`).
+    fn destage_round(
+        &self,
+        buf: &mut [u8],
+        round: &mut Vec<InFlight>,
+        force: bool,
+        wait: bool,
+    ) -> bool {
         round.clear();
         let mut used = 0usize;
         {
             let mut g = self.lock();
             if g.failed.is_some() {
-                drop(self.wait(&self.work, g));
+                if wait {
+                    drop(self.wait(&self.work, g));
+                }
                 return false;
             }
-            let allowed = if g.flushing > 0 || g.mode != Mode::Backed {
+            let allowed = if force || g.flushing > 0 || g.mode != Mode::Backed {
                 g.cache.rate().max()
             } else {
                 g.cache.allowed()
@@ -95,11 +112,21 @@ impl WriteBack {
                 round.push(InFlight { d, runs });
             }
             if round.is_empty() {
-                drop(self.wait(&self.work, g));
+                if wait {
+                    drop(self.wait(&self.work, g));
+                }
                 return false;
             }
         }
         let mut result: Result<(), IoFail> = Ok(());
+        let images = match self.image_lost_units(round) {
+            Ok(h) => h,
+            Err(e) => {
+                let mut g = self.lock();
+                self.lose_backup(&mut g, &format!("backup write failed: {e}"));
+                Vec::new()
+            }
+        };
         'write: for f in round.iter() {
             for &(lba, n, at) in &f.runs {
                 result =
@@ -152,11 +179,99 @@ impl WriteBack {
             self.room.notify_all();
         }
         if let Some(b) = &self.backup {
+            if !images.is_empty() {
+                if let Err(e) = b.release_images(&images) {
+                    let mut g = self.lock();
+                    self.lose_backup(&mut g, &format!("backup write failed: {e}"));
+                }
+            }
             for h in released {
                 b.release(h, false);
             }
         }
         true
+    }
+
+    /// Close the RAID-5/6 write hole for the rows of `round`: a unit of a row that is lost
+    /// (failed, or not rebuilt yet) is read only through its row's parity, so a crash that
+    /// lands part of a destage's data and parity writes would make it read wrong. Before
+    /// the destage, the current contents of every lost data page of those rows that the
+    /// destage does not itself rewrite are put in the backup as page images (durable on
+    /// return); recovery writes them back first, which makes the row whole again. Returns
+    /// the images' handles, to release once the destage is on the members.
+    fn image_lost_units(&self, round: &[InFlight]) -> std::io::Result<Vec<super::Handle>> {
+        let Some(b) = &self.backup else {
+            return Ok(Vec::new());
+        };
+        let shape = self.ctl.shape();
+        if !matches!(
+            shape.level,
+            raidlab::array::Level::Raid5 | raidlab::array::Level::Raid6
+        ) {
+            return Ok(Vec::new());
+        }
+        let per_row = self.ctl.geo.blocks_per_stripe();
+        let bpu = u64::from(self.ctl.geo.blocks_per_stripe_unit());
+        // Lost data pages per row of the round, from the array's state (taken before the
+        // cache lock: the lock order is the array's state, then the cache).
+        let mut wanted: Vec<u64> = Vec::new();
+        {
+            let st = self.ctl.read_state();
+            if st.array.failed().is_empty() {
+                return Ok(Vec::new());
+            }
+            for f in round {
+                let row = f.d.first / per_row;
+                for unit in 0..per_row / bpu {
+                    let lba0 = row * per_row + unit * bpu;
+                    let loc = self.ctl.geo.locate(lba0);
+                    // A rebuilding member counts as lost in every row: a row rebuilt since
+                    // the last durable checkpoint is lost again after a crash.
+                    let lost = st.array.lost(loc.disk, loc.block / bpu)
+                        || st.array.rebuilding(loc.disk).is_some();
+                    if !lost {
+                        continue;
+                    }
+                    for lba in lba0..lba0 + bpu {
+                        let destaged = f.runs.iter().any(|&(s, n, _)| (s..s + n).contains(&lba));
+                        if !destaged {
+                            wanted.push(lba);
+                        }
+                    }
+                }
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut data = vec![0u8; wanted.len() * BLOCK];
+        for (i, &lba) in wanted.iter().enumerate() {
+            self.ctl
+                .read(lba * BLOCK as u64, &mut data[i * BLOCK..(i + 1) * BLOCK])
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+        let mut handles = Vec::with_capacity(wanted.len());
+        {
+            let mut g = self.lock();
+            for (i, &lba) in wanted.iter().enumerate() {
+                g.seq += 1;
+                let meta = super::RecMeta {
+                    lba,
+                    seq: g.seq,
+                    kind: super::RecKind::Image,
+                };
+                let live = super::Live {
+                    pages: &g.pages,
+                    frames: &g.frames,
+                };
+                handles.push(b.put(meta, &data[i * BLOCK..(i + 1) * BLOCK], &live)?);
+            }
+        }
+        b.commit()?;
+        self.counters
+            .images
+            .fetch_add(handles.len() as u64, Ordering::Relaxed);
+        Ok(handles)
     }
 
     /// A lost backup: once the drain is over, void the backup and write through; while

@@ -28,8 +28,10 @@ pub mod backup;
 pub mod commit;
 mod destage;
 pub mod format;
+pub mod log;
 pub mod mirror;
 pub mod recover;
+pub mod setup;
 #[cfg(test)]
 mod tests;
 
@@ -684,6 +686,12 @@ impl WriteBack {
     /// Pages held (dirty or in flight).
     pub fn occupied(&self) -> u64 {
         self.lock().cache.occupied()
+    }
+
+    /// Pages the cache can take before a writer must wait.
+    pub fn room(&self) -> u64 {
+        let g = self.lock();
+        g.cache.capacity() - g.cache.occupied()
     }
 
     /// Ask the destager to stop (after `drain_all` for a clean stop).

@@ -1,0 +1,464 @@
+//! `raidlab serve`'s write-back options, the record of the backup in use (`DIR/wb.json`),
+//! and the start-up sequence: replay whatever backup the last run left (whatever this run's
+//! options are), then lay out a fresh one for this run.
+//!
+//! `DIR/wb.json` is written (and synced, with its directory) before the first cached write
+//! is accepted, so a crash always leaves a record of where the dirty pages are. A start
+//! without `--write-cache-mib` still replays that backup, then retires it.
+//! `DIR/wb-void` holds the epoch of a backup that failed and could not be reset: its
+//! records were all destaged before writes went straight to the array, and must never be
+//! replayed over them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use raidlab::cache::write::OrderKind;
+use raidlab::{Error, Result};
+use serde_json::{json, Value};
+
+use super::backup::Backup;
+use super::log::{Leg, LogBackup};
+use super::mirror::{mirror_bytes, MirrorBackup};
+use super::recover::{replay, Replayed};
+use super::{BackupKind, WbSpec, WriteBack, BLOCK};
+use crate::ctrl::Controller;
+use crate::format::{parse_size, Assembled};
+use crate::member::{FileMember, Member};
+
+pub const RECORD_FILE: &str = "wb.json";
+pub const VOID_FILE: &str = "wb-void";
+
+/// What `raidlab serve` was asked for about the write cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WbOptions {
+    pub spec: WbSpec,
+    pub backup: BackupKind,
+    /// The mirror file or the physical log file (default `DIR/wb-mirror.img` or
+    /// `DIR/wb-log.img`).
+    pub path: Option<PathBuf>,
+    /// Bytes of log (all legs together).
+    pub log_bytes: u64,
+    pub segment_bytes: u64,
+}
+
+/// Largest write cache in MiB (frames are allocated up front).
+pub const WRITE_CACHE_MIB_MAX: u64 = 64 << 10;
+
+impl WbOptions {
+    /// Build from the command line's values; each bad value names its option.
+    #[allow(clippy::too_many_arguments)]
+    pub fn parse(
+        write_cache_mib: u64,
+        destage: &str,
+        thresholds: &str,
+        backup: &str,
+        path: Option<&str>,
+        log_mode: &str,
+        log_size: Option<&str>,
+        segment: &str,
+    ) -> Result<WbOptions> {
+        if write_cache_mib == 0 || write_cache_mib > WRITE_CACHE_MIB_MAX {
+            return Err(Error::config(
+                "--write-cache-mib",
+                format!("expected 1 to {WRITE_CACHE_MIB_MAX}, got {write_cache_mib}"),
+            ));
+        }
+        let order = match destage {
+            "lrw" | "cscan" | "wow" | "stow" => {
+                OrderKind::from_name(destage).expect("a known order")
+            }
+            other => {
+                return Err(Error::config(
+                    "--destage",
+                    format!("unknown destage order {other:?}; expected lrw, cscan, wow or stow"),
+                ))
+            }
+        };
+        let bad_t = || {
+            Error::config(
+                "--thresholds",
+                format!("expected H/L in percent of the cache with 0 <= L < H <= 100, e.g. 80/20; got {thresholds:?}"),
+            )
+        };
+        let (h, l) = thresholds.split_once('/').ok_or_else(bad_t)?;
+        let (high_pct, low_pct): (f64, f64) = (
+            h.trim().parse().map_err(|_| bad_t())?,
+            l.trim().parse().map_err(|_| bad_t())?,
+        );
+        if !(0.0..100.0).contains(&low_pct) || !(low_pct < high_pct && high_pct <= 100.0) {
+            return Err(bad_t());
+        }
+        let kind = match (backup, log_mode) {
+            ("none", _) => BackupKind::None,
+            ("mirror", _) => BackupKind::Mirror,
+            ("log", "physical") => BackupKind::Log { logical: false },
+            ("log", "logical") => BackupKind::Log { logical: true },
+            ("log", other) => {
+                return Err(Error::config(
+                    "--log-mode",
+                    format!("unknown log mode {other:?}; expected physical or logical"),
+                ))
+            }
+            (other, _) => {
+                return Err(Error::config(
+                    "--backup",
+                    format!("unknown backup {other:?}; expected none, mirror or log"),
+                ))
+            }
+        };
+        let capacity_pages = write_cache_mib * (1 << 20) / BLOCK as u64;
+        // RAPID-Cache sizes its cache disk 5-10x the primary cache; 4x is the least here.
+        let log_bytes = match log_size {
+            Some(s) => parse_size(s, "--log-size")?,
+            None => (4 * write_cache_mib).max(16) << 20,
+        };
+        let segment_bytes = parse_size(segment, "--segment")?;
+        if segment_bytes < 16 * BLOCK as u64
+            || segment_bytes > 16 << 20
+            || !segment_bytes.is_multiple_of(BLOCK as u64)
+        {
+            return Err(Error::config(
+                "--segment",
+                format!(
+                    "expected a multiple of 4 KiB from 64 KiB to 16 MiB, got {segment_bytes} bytes"
+                ),
+            ));
+        }
+        Ok(WbOptions {
+            spec: WbSpec {
+                capacity_pages,
+                order,
+                high_pct,
+                low_pct,
+                ..WbSpec::default()
+            },
+            backup: kind,
+            path: path.map(PathBuf::from),
+            log_bytes,
+            segment_bytes,
+        })
+    }
+
+    /// Mirror slots: two versions of every cached page (a rewrite holds both until the
+    /// newer is durable) and room for the page images of the destages in flight.
+    pub fn mirror_slots(&self) -> u64 {
+        2 * self.spec.capacity_pages + 64 * u64::from(self.spec.max_destages) + 64
+    }
+}
+
+/// The record of the backup in use, as kept in `DIR/wb.json`.
+#[derive(Debug, Clone, PartialEq)]
+struct Record {
+    kind: String,
+    /// (path, base offset, bytes) of each place the backup lives.
+    legs: Vec<(String, u64, u64)>,
+    segment_bytes: u64,
+}
+
+impl Record {
+    fn to_json(&self) -> Value {
+        json!({
+            "kind": self.kind,
+            "legs": self.legs.iter().map(|(p, b, n)| json!({"path": p, "base": b, "bytes": n})).collect::<Vec<_>>(),
+            "segment_bytes": self.segment_bytes,
+        })
+    }
+
+    fn parse(text: &str, file: &str) -> Result<Record> {
+        let bad = |m: &str| Error::Store {
+            path: file.to_string(),
+            msg: format!(
+                "{m} (this file records where the write cache's backup is; do not edit it)"
+            ),
+        };
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| bad(&format!("not JSON: line {}: {e}", e.line())))?;
+        let kind = v["kind"]
+            .as_str()
+            .ok_or_else(|| bad("no \"kind\""))?
+            .to_string();
+        if !["mirror", "log", "log-logical"].contains(&kind.as_str()) {
+            return Err(bad(&format!("unknown kind {kind:?}")));
+        }
+        let legs = v["legs"]
+            .as_array()
+            .ok_or_else(|| bad("no \"legs\""))?
+            .iter()
+            .map(
+                |l| match (l["path"].as_str(), l["base"].as_u64(), l["bytes"].as_u64()) {
+                    (Some(p), Some(b), Some(n)) => Ok((p.to_string(), b, n)),
+                    _ => Err(bad("a leg lacks path, base or bytes")),
+                },
+            )
+            .collect::<Result<Vec<_>>>()?;
+        if legs.is_empty() || legs.len() > super::format::LOG_MEMBERS_MAX {
+            return Err(bad("no legs, or too many"));
+        }
+        Ok(Record {
+            kind,
+            legs,
+            segment_bytes: v["segment_bytes"].as_u64().unwrap_or(0),
+        })
+    }
+}
+
+/// Record a backup in `DIR/wb.json` (`kind`: mirror, log or log-logical; `legs`: path,
+/// base and bytes of each place it lives), durably. `start` writes it itself; tests that
+/// build a backup by hand call this.
+pub fn write_record(
+    dir: &Path,
+    kind: &str,
+    legs: &[(String, u64, u64)],
+    segment_bytes: u64,
+) -> Result<()> {
+    let rec = Record {
+        kind: kind.to_string(),
+        legs: legs.to_vec(),
+        segment_bytes,
+    };
+    write_durably(dir, &dir.join(RECORD_FILE), &rec.to_json().to_string())
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Store {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    }
+}
+
+/// Write `text` to `path` atomically and durably (temp file, fsync, rename, fsync dir).
+fn write_durably(dir: &Path, path: &Path, text: &str) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+    f.write_all(text.as_bytes()).map_err(|e| io_err(&tmp, e))?;
+    f.sync_all().map_err(|e| io_err(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err(dir, e))
+}
+
+fn remove_durably(dir: &Path, path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_err(dir, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(path, e)),
+    }
+}
+
+/// Open `path` as a backup device of at least `bytes`; with `create`, a regular file is
+/// created or grown to that size (recovery never creates: a missing backup is an error).
+fn open_sized(path: &Path, bytes: u64, create: bool) -> Result<Arc<dyn Member>> {
+    if !create && !path.exists() {
+        return Err(io_err(
+            path,
+            "the write-cache backup recorded in wb.json is missing",
+        ));
+    }
+    let is_file = fs::metadata(path).map(|m| m.is_file()).unwrap_or(true);
+    if is_file && create {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
+        let len = f.metadata().map_err(|e| io_err(path, e))?.len();
+        if len < bytes {
+            f.set_len(bytes).map_err(|e| io_err(path, e))?;
+        }
+    }
+    let m = FileMember::open(&path.display().to_string()).map_err(|e| io_err(path, e))?;
+    if m.len_bytes() < bytes {
+        return Err(io_err(
+            path,
+            format!(
+                "{} bytes is too small for the write-cache backup (needs {bytes})",
+                m.len_bytes()
+            ),
+        ));
+    }
+    Ok(Arc::new(m))
+}
+
+fn open_legs(rec: &Record, create: bool) -> Result<Vec<Leg>> {
+    rec.legs
+        .iter()
+        .map(|(p, base, bytes)| {
+            Ok(Leg::new(
+                open_sized(Path::new(p), base + bytes, create)?,
+                *base,
+                *bytes,
+            ))
+        })
+        .collect()
+}
+
+/// The backup a record names, opened for recovery; `None` when it holds no backup yet.
+fn open_recorded(rec: &Record, uuid: [u8; 16]) -> Result<Option<Box<dyn Backup>>> {
+    Ok(match rec.kind.as_str() {
+        "mirror" => {
+            let (p, base, bytes) = &rec.legs[0];
+            assert_eq!(*base, 0, "a mirror starts at 0");
+            MirrorBackup::open(open_sized(Path::new(p), *bytes, false)?, uuid)?
+                .map(|m| Box::new(m) as Box<dyn Backup>)
+        }
+        _ => LogBackup::open(open_legs(rec, false)?, uuid)?.map(|l| Box::new(l) as Box<dyn Backup>),
+    })
+}
+
+/// What start-up did, for the log line.
+#[derive(Debug, Default)]
+pub struct Started {
+    pub replayed: Option<Replayed>,
+    pub voided: bool,
+    pub retired: bool,
+}
+
+/// Replay the backup the last run recorded, then set up this run's write cache (if any).
+/// `discard`: the operator accepts losing what an unreadable backup held.
+pub fn start(
+    a: &Assembled,
+    ctl: &Arc<Controller>,
+    opts: Option<&WbOptions>,
+    discard: bool,
+) -> Result<(Option<Arc<WriteBack>>, Started)> {
+    let dir = a.dir.as_path();
+    let rec_path = dir.join(RECORD_FILE);
+    let void_path = dir.join(VOID_FILE);
+    let mut started = Started::default();
+    let mut after_epoch = 0;
+    if rec_path.exists() {
+        let text = fs::read_to_string(&rec_path).map_err(|e| io_err(&rec_path, e))?;
+        let rec = Record::parse(&text, &rec_path.display().to_string())?;
+        let voided_epoch = match fs::read_to_string(&void_path) {
+            Ok(t) => Some(
+                t.trim()
+                    .parse::<u64>()
+                    .map_err(|_| io_err(&void_path, "not an epoch number"))?,
+            ),
+            Err(_) => None,
+        };
+        match open_recorded(&rec, a.uuid) {
+            Ok(Some(b)) => {
+                after_epoch = b.epoch();
+                if voided_epoch.is_some_and(|v| b.epoch() <= v) {
+                    started.voided = true;
+                } else {
+                    started.replayed = Some(replay(ctl, b.as_ref(), &rec.legs[0].0)?);
+                }
+                // The replayed pages are on the members: retire the old records for good.
+                if b.reset().is_ok() {
+                    after_epoch = b.epoch();
+                }
+            }
+            Ok(None) => {}
+            Err(e) if discard => {
+                eprintln!("raidlab serve: warning: --backup-discard: not replaying the write-cache backup ({e})");
+            }
+            Err(e) => {
+                return Err(Error::Store {
+                    path: rec.legs[0].0.clone(),
+                    msg: format!(
+                        "{e}; the write cache's dirty pages of the last run may be there, so the array is not served (after a clean stop, or to accept losing them, start with --backup-discard)"
+                    ),
+                })
+            }
+        }
+    }
+    let Some(o) = opts else {
+        if rec_path.exists() {
+            remove_durably(dir, &rec_path)?;
+            started.retired = true;
+        }
+        remove_durably(dir, &void_path)?;
+        return Ok((None, started));
+    };
+    let backup: Option<Box<dyn Backup>> = match o.backup {
+        BackupKind::None => {
+            remove_durably(dir, &rec_path)?;
+            None
+        }
+        BackupKind::Mirror => {
+            let slots = o.mirror_slots();
+            let path = o.path.clone().unwrap_or_else(|| dir.join("wb-mirror.img"));
+            let dev = open_sized(&path, mirror_bytes(slots), true)?;
+            let m = MirrorBackup::create(dev, a.uuid, slots, after_epoch)?;
+            let rec = Record {
+                kind: "mirror".into(),
+                legs: vec![(path.display().to_string(), 0, mirror_bytes(slots))],
+                segment_bytes: 0,
+            };
+            write_durably(dir, &rec_path, &rec.to_json().to_string())?;
+            Some(Box::new(m))
+        }
+        BackupKind::Log { logical } => {
+            let legs: Vec<(String, u64, u64)> = if logical {
+                // A partition past the data area of every member (RAPID's logical cache disk).
+                let live: Vec<&Arc<dyn Member>> = a.devs.iter().flatten().collect();
+                if live.len() < a.devs.len() || a.recovering.is_some() {
+                    return Err(Error::config(
+                        "--log-mode",
+                        "a logical log needs every member present and in sync; use --log-mode physical while the array is degraded",
+                    ));
+                }
+                let share = (o.log_bytes / live.len() as u64).div_ceil(o.segment_bytes)
+                    * o.segment_bytes
+                    + super::format::SUPERS_BYTES;
+                let base = (a.shape.data_offset_bytes + a.shape.member_data_bytes)
+                    .next_multiple_of(1 << 20);
+                live.iter()
+                    .map(|d| (d.path().to_string(), base, share))
+                    .collect()
+            } else {
+                let path = o.path.clone().unwrap_or_else(|| dir.join("wb-log.img"));
+                vec![(path.display().to_string(), 0, o.log_bytes)]
+            };
+            let rec = Record {
+                kind: if logical { "log-logical" } else { "log" }.into(),
+                legs,
+                segment_bytes: o.segment_bytes,
+            };
+            let l = LogBackup::create(
+                open_legs(&rec, true)?,
+                a.uuid,
+                o.segment_bytes,
+                o.spec.capacity_pages,
+                after_epoch,
+            )?;
+            write_durably(dir, &rec_path, &rec.to_json().to_string())?;
+            Some(Box::new(l))
+        }
+    };
+    remove_durably(dir, &void_path)?;
+    let wb = WriteBack::new(ctl.clone(), o.spec.clone(), o.backup, backup)?;
+    let void_dir = dir.to_path_buf();
+    let wb = Arc::new(wb.with_void_hook(Box::new(move |epoch| {
+        write_durably(&void_dir, &void_dir.join(VOID_FILE), &format!("{epoch}\n"))
+            .map_err(std::io::Error::other)
+    })));
+    if let Some(r) = &started.replayed {
+        wb.set_next_seq(r.seq_max);
+    }
+    let weak = Arc::downgrade(&wb);
+    ctl.set_front_status(Box::new(move || weak.upgrade().map(|w| w.status())));
+    Ok((Some(wb), started))
+}
+
+/// A clean stop: destage everything, stop the destager, and retire the backup's records.
+pub fn stop(wb: &WriteBack, destager: std::thread::JoinHandle<()>) -> bool {
+    let drained = wb.drain_all().is_ok();
+    wb.stop();
+    let _ = destager.join();
+    if drained {
+        if let Some(b) = &wb.backup {
+            let _ = b.reset();
+        }
+    }
+    drained
+}
