@@ -10,6 +10,12 @@ acknowledged stamp or a later one that was in flight at the kill (never an older
 a torn or corrupt block), and ``ctl check`` must find every row consistent.
 
     python scripts/crashloop.py [--runs 50] [--level raid5] [--disks 5] [--seed 1] [--json]
+        [--write-cache-mib 1 --backup mirror|log|none --destage stow] [--fail-slot 1]
+
+With ``--write-cache-mib`` the server runs a write-back cache; every answered write must
+then survive the kill from the backup (``--backup none`` is volatile by design and is
+refused here: it promises nothing at a crash). ``--fail-slot`` fails a member before the
+first run, so every kill finds the array degraded.
 
 Exit 0 when nothing was lost or corrupt. The test suite runs a few rounds of the same loop
 (``tests/test_store_crashloop.py``).
@@ -169,10 +175,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(arr: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_server(arr: Path, port: int, log: Path, extra: list[str] | None = None) -> subprocess.Popen[bytes]:
     with open(log, "ab") as err:
         p = subprocess.Popen(
-            [*RAIDLAB, "serve", str(arr), "--listen", f"127.0.0.1:{port}"],
+            [*RAIDLAB, "serve", str(arr), "--listen", f"127.0.0.1:{port}", *(extra or [])],
             stdout=subprocess.PIPE,
             stderr=err,
             start_new_session=True,
@@ -289,7 +295,19 @@ def verify(arr: Path, port: int, led: Ledger, tot: Totals, run: int) -> None:
         nbd.close()
 
 
-def crashloop(runs: int, level: str, disks: int, seed: int, qd: int = 8, size: str = "4MiB", root: Path | None = None) -> Totals:
+def crashloop(
+    runs: int,
+    level: str,
+    disks: int,
+    seed: int,
+    qd: int = 8,
+    size: str = "4MiB",
+    root: Path | None = None,
+    serve_args: list[str] | None = None,
+    fail_slot: int | None = None,
+) -> Totals:
+    if serve_args and "--backup" in serve_args and serve_args[serve_args.index("--backup") + 1] == "none":
+        raise ValueError("--backup none is volatile: a crash may lose answered writes by design")
     rng = random.Random(seed)
     base = Path(tempfile.mkdtemp(prefix="raidlab-crashloop-", dir=root))
     arr = base / "arr"
@@ -297,8 +315,10 @@ def crashloop(runs: int, level: str, disks: int, seed: int, qd: int = 8, size: s
     subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "16KiB", "--size", size], check=True, capture_output=True, timeout=120)
     led, tot = Ledger(), Totals()
     port = free_port()
-    server = start_server(arr, port, log)
+    server = start_server(arr, port, log, serve_args)
     try:
+        if fail_slot is not None:
+            ctl(arr, {"cmd": "fail", "slot": fail_slot})
         probe = Nbd("127.0.0.1", port)
         blocks = probe.size // BLOCK
         probe.close()
@@ -310,7 +330,7 @@ def crashloop(runs: int, level: str, disks: int, seed: int, qd: int = 8, size: s
             tot.writes_acked += acked
             tot.in_flight_at_kill += inflight
             port = free_port()
-            server = start_server(arr, port, log)
+            server = start_server(arr, port, log, serve_args)
             for _ in range(6000):  # bounded wait for the background resync (<= 60 s)
                 if ctl(arr, {"cmd": "status"})["resync"]["pending_regions"] == 0:
                     break
@@ -338,13 +358,33 @@ def main() -> int:
     ap.add_argument("--qd", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--write-cache-mib", type=int, default=None, help="serve with a write-back cache of this size")
+    ap.add_argument("--backup", default="mirror", help="the write cache's backup: mirror or log")
+    ap.add_argument("--destage", default="stow", help="destage order: lrw, cscan, wow or stow")
+    ap.add_argument("--log-mode", default="physical", help="physical or logical (with --backup log)")
+    ap.add_argument("--fail-slot", type=int, default=None, help="fail this member before the first run")
     args = ap.parse_args()
-    tot = crashloop(args.runs, args.level, args.disks, args.seed, args.qd, root=Path("/dev/shm") if os.path.isdir("/dev/shm") else None)
+    extra: list[str] = []
+    if args.write_cache_mib:
+        extra = ["--write-cache-mib", str(args.write_cache_mib), "--backup", args.backup, "--destage", args.destage, "--log-mode", args.log_mode]
+    tot = crashloop(
+        args.runs,
+        args.level,
+        args.disks,
+        args.seed,
+        args.qd,
+        root=Path("/dev/shm") if os.path.isdir("/dev/shm") else None,
+        serve_args=extra,
+        fail_slot=args.fail_slot,
+    )
     if args.json:
         print(json.dumps(tot.__dict__))
     else:
         print(
-            f"{tot.runs} SIGKILL runs on {args.level} of {args.disks}: {tot.writes_acked:,} writes acknowledged, "
+            f"{tot.runs} SIGKILL runs on {args.level} of {args.disks}"
+            + (f" (write cache {args.write_cache_mib} MiB, {args.backup}, {args.destage})" if args.write_cache_mib else "")
+            + (f" with slot {args.fail_slot} failed" if args.fail_slot is not None else "")
+            + f": {tot.writes_acked:,} writes acknowledged, "
             f"{tot.in_flight_at_kill} in flight at the kills, {tot.blocks_checked:,} block checks; "
             f"lost {tot.lost}, corrupt {tot.corrupt}, inconsistent rows {tot.mismatched_rows}"
         )
