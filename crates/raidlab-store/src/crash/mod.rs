@@ -334,21 +334,29 @@ pub fn images(initial: &[Vec<u8>], events: &[Event], state: &CrashState) -> Vec<
 /// Writes crash states onto member files whose initial contents are known.
 pub struct Materialiser {
     pub paths: Vec<PathBuf>,
-    /// The byte ranges `[start, end)` of a member that a run or a recovery may write; only
+    /// Per file, the byte ranges `[start, end)` that a run or a recovery may write; only
     /// they are kept and rewritten for each state (the rest keeps its initial bytes).
-    pub extents: Vec<(u64, u64)>,
+    pub extents: Vec<Vec<(u64, u64)>>,
     /// Per member, per extent: the initial bytes.
     initial: Vec<Vec<Vec<u8>>>,
 }
 
 impl Materialiser {
-    /// Take the current contents of `paths` within `extents` as the initial images.
+    /// Take the current contents of `paths` within `extents` (the same for every file) as
+    /// the initial images.
     pub fn capture(paths: Vec<PathBuf>, extents: Vec<(u64, u64)>) -> io::Result<Self> {
+        let each = vec![extents; paths.len()];
+        Self::capture_each(paths, each)
+    }
+
+    /// As `capture`, with extents of each file's own (a backup file beside the members).
+    pub fn capture_each(paths: Vec<PathBuf>, extents: Vec<Vec<(u64, u64)>>) -> io::Result<Self> {
+        assert_eq!(paths.len(), extents.len(), "extents for every file");
         let mut initial = Vec::with_capacity(paths.len());
-        for p in &paths {
+        for (p, ext) in paths.iter().zip(&extents) {
             let f = std::fs::File::open(p)?;
-            let mut per = Vec::with_capacity(extents.len());
-            for &(s, e) in &extents {
+            let mut per = Vec::with_capacity(ext.len());
+            for &(s, e) in ext {
                 let mut b = vec![0u8; (e - s) as usize];
                 f.read_exact_at(&mut b, s)?;
                 per.push(b);
@@ -369,9 +377,10 @@ impl Materialiser {
         let mut outside = None;
         apply(events, state, self.paths.len(), &mut |m, at, bytes| {
             let end = at + bytes.len() as u64;
-            match self.extents.iter().position(|&(s, e)| s <= at && end <= e) {
+            let ext = &self.extents[m];
+            match ext.iter().position(|&(s, e)| s <= at && end <= e) {
                 Some(x) => {
-                    let o = (at - self.extents[x].0) as usize;
+                    let o = (at - ext[x].0) as usize;
                     img[m][x][o..o + bytes.len()].copy_from_slice(bytes);
                 }
                 None => outside = Some((m, at)),
@@ -383,9 +392,9 @@ impl Materialiser {
                 format!("member {m}: a write at {at} lies outside the materialised extents"),
             ));
         }
-        for (path, per) in self.paths.iter().zip(&img) {
+        for ((path, per), ext) in self.paths.iter().zip(&img).zip(&self.extents) {
             let f = OpenOptions::new().write(true).open(path)?;
-            for (&(s, _), bytes) in self.extents.iter().zip(per) {
+            for (&(s, _), bytes) in ext.iter().zip(per) {
                 f.write_all_at(bytes, s)?;
             }
         }

@@ -72,6 +72,9 @@ struct Config {
     seed: u64,
 }
 
+/// A write-cache backup as `wb.json` records it: kind, legs (path, base, bytes), segment.
+type WbRecord = (String, Vec<(String, u64, u64)>, u64);
+
 /// A recorded run, ready to crash.
 struct Run {
     dir: Scratch,
@@ -87,7 +90,7 @@ struct Run {
     per_row: u64,
     /// The write-cache backup to record in `wb.json` before each recovery (kind, legs,
     /// segment bytes), when the run wrote through a write-back cache.
-    wb: Option<(String, Vec<(String, u64, u64)>, u64)>,
+    wb: Option<WbRecord>,
 }
 
 fn rng(seed: u64) -> ChaCha8Rng {

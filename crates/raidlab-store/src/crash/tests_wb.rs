@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::wb::backup::Backup;
-use crate::wb::log::{Leg, LogBackup};
+use crate::wb::log::LogBackup;
 use crate::wb::mirror::{mirror_bytes, MirrorBackup};
 use crate::wb::{BackupKind, WbSpec, WriteBack};
 use raidlab::cache::write::OrderKind;
@@ -17,8 +17,8 @@ use raidlab::cache::write::OrderKind;
 const CACHE_PAGES: u64 = 64;
 const MIRROR_SLOTS: u64 = 2 * CACHE_PAGES + 32;
 const LOG_SEGMENT: u64 = 64 << 10;
-/// The backup file is as large as a member, so the materialiser's extents fit both.
-const BACKUP_FILE: u64 = DATA_OFFSET_BYTES + MEMBER_DATA;
+/// The backup file (the backup itself fits in its first MiB).
+const BACKUP_FILE: u64 = DATA_OFFSET_BYTES;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
@@ -59,12 +59,19 @@ fn wb_record(cfg: &WbConfig) -> Run {
         Kind::Log => DATA_OFFSET_BYTES - (64 << 10),
     };
     assert!(backup_bytes <= DATA_OFFSET_BYTES);
-    let extents = vec![
-        (0, backup_bytes.max(16 << 10)),
-        (DATA_OFFSET_BYTES, DATA_OFFSET_BYTES + MEMBER_DATA),
+    // Members: superblock and bitmap, and the data area; the backup file: the backup.
+    let mut extents = vec![
+        vec![
+            (0, 16 << 10),
+            (DATA_OFFSET_BYTES, DATA_OFFSET_BYTES + MEMBER_DATA)
+        ];
+        paths.len()
     ];
-    let mat = Materialiser::capture(paths.clone(), extents).expect("images");
+    *extents.last_mut().expect("the backup file") = vec![(0, backup_bytes)];
     let j = journal();
+    // Set-up is not part of the run: serve records a backup in wb.json only once its
+    // creation is durable. The initial images are taken after it.
+    j.lock().expect("journal").paused = true;
     let a = format::assemble(&dir.0).expect("assemble the new array");
     let index_of = |p: &str| {
         paths
@@ -102,11 +109,10 @@ fn wb_record(cfg: &WbConfig) -> Run {
         Kind::Log => (
             Box::new(
                 LogBackup::create(
-                    vec![Leg::new(bdev, 0, backup_bytes)],
+                    vec![(bdev, 0, backup_bytes)],
                     a.uuid,
                     LOG_SEGMENT,
                     CACHE_PAGES,
-                    0,
                 )
                 .expect("log"),
             ),
@@ -133,6 +139,8 @@ fn wb_record(cfg: &WbConfig) -> Run {
         Some(backup),
     )
     .expect("write cache");
+    let mat = Materialiser::capture_each(paths.clone(), extents).expect("images");
+    j.lock().expect("journal").paused = false;
 
     let mut r = rng(base.seed);
     let mut model = Model::default();
@@ -228,8 +236,13 @@ fn wb_cfg(
     let disks = if level == Level::Raid6 { 6 } else { 4 };
     let mut base = cfg(tag, level, disks, setup, seed);
     // The backup's syncs add cut points: fewer random states per cut keep ~1,000+ states.
-    base.random_per_cut = if level == Level::Raid6 { 1 } else { 2 };
+    base.random_per_cut = 1;
     if setup == Setup::Degraded {
+        base.random_per_cut += 1;
+    }
+    if kind == Kind::Log {
+        // A log syncs once per group of records: fewer cuts per write than a mirror.
+        base.ops = 60;
         base.random_per_cut += 1;
     }
     WbConfig { base, kind, order }

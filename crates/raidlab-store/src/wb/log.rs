@@ -1,29 +1,527 @@
-//! Placeholder until the log lands (replaced by the real RAPID log).
-use std::sync::Arc;
+//! The log backup: RAPID-Cache's cache disk, a circular log of the write cache's records.
+//!
+//! The log lives on one leg (physical: a dedicated file) or on N legs (logical: a small
+//! partition at the tail of each member). Each leg starts with both superblock copies; then
+//! come its segments. Segments are numbered globally and striped round robin: segment i is
+//! on leg i % n at `base + SUPERS_BYTES + (i / n) * segment_bytes`.
+//!
+//! Positions are virtual bytes that only grow; position p is in segment (p / seg) % segments.
+//! A batch (one group commit, or one full buffer) is a header block and its data blocks and
+//! never crosses a segment end; its header names the next batch's position, which skips to
+//! the next segment when fewer than two blocks remain. Recovery follows `next` from the
+//! superblock's tail while headers decode for (epoch, position).
+//!
+//! Safety rules:
+//! - the tail only advances over segments with no live record, in log order, so a scan that
+//!   sees a released version also sees everything written after it (every newer version
+//!   of the page: versions are put in sequence order and the cleaner's copies carry the
+//!   cache's newest sequence number);
+//! - the head never enters a segment until the tail persisted in the superblock is past
+//!   that segment's previous lap (written lazily, just before the wrap), and that superblock
+//!   is written only after every batch written so far is synced (the cleaner's copies must be
+//!   durable before their originals can go);
+//! - a released image is voided in place, durably, before `release_images` returns (see it).
 
-use crate::member::Member;
+use std::io;
+use std::sync::{Mutex, MutexGuard};
 
-pub struct Leg;
-impl Leg {
-    pub fn new(_dev: Arc<dyn Member>, _base: u64, _bytes: u64) -> Leg {
-        Leg
+use super::backup::{self, Backup, BackupStats, Handle, LiveData, Scan};
+use super::commit::GroupCommit;
+use super::format::{
+    self, RecKind, RecMeta, Super, BATCH_RECORDS_MAX, BLOCK, LOG_MEMBERS_MAX, SUPER_BYTES,
+};
+
+mod geometry;
+mod open;
+mod scan;
+mod segments;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_crash;
+#[cfg(test)]
+mod tests_prop;
+
+pub use geometry::Leg;
+use geometry::{size, Geometry};
+use segments::Table;
+
+/// The default segment size (the cleaning unit).
+pub const SEGMENT_BYTES_DEFAULT: u64 = 128 << 10;
+/// The cleaner runs when fewer free segments than this remain before a put.
+pub const GC_MIN_FREE: u64 = 2;
+/// Segments `create` asks for beyond twice the cache's pages (cleaning headroom).
+pub const SPARE_SEGMENTS: u64 = 4;
+pub(super) const BLOCK64: u64 = BLOCK as u64;
+/// What a released image's data block is overwritten with (a recognisable void, so a scan
+/// skips it without counting it torn); the second variant serves when the image's own
+/// bytes were exactly the first.
+const VOID_MAGIC: &[u8; 8] = b"RLLBVOID";
+
+struct State {
+    epoch: u64,
+    generation: u64,
+    /// Start of the oldest segment in use (in DRAM), and the one the superblock holds.
+    tail: u64,
+    super_tail: u64,
+    /// Position of the batch being staged.
+    head: u64,
+    /// The batch being staged: header block, then one data block per record.
+    staged: Vec<(RecMeta, u32)>,
+    buf: Vec<u8>,
+    table: Table,
+    /// Legs written since their last sync (a bit per leg).
+    dirty: [u64; LOG_MEMBERS_MAX / 64],
+    /// A failed write or sync: the backup is lost, every later put and commit says so.
+    failed: Option<String>,
+    /// Opened on existing records: scan, then `reset`, before new records.
+    needs_reset: bool,
+    stats: BackupStats,
+}
+
+/// The log backup. See the module docs.
+pub struct LogBackup {
+    geo: Geometry,
+    uuid: [u8; 16],
+    state: Mutex<State>,
+    group: GroupCommit,
+    /// The two void blocks and their CRCs.
+    voids: [(Vec<u8>, u32); 2],
+}
+
+fn lost(msg: &str) -> io::Error {
+    io::Error::other(format!("log backup lost: {msg}"))
+}
+
+impl LogBackup {
+    fn new(geo: Geometry, uuid: [u8; 16], sup: &Super, needs_reset: bool) -> LogBackup {
+        let per_seg = geo.blocks_per_seg() as usize - 1;
+        let batch_blocks = (BATCH_RECORDS_MAX + 1).min(geo.blocks_per_seg() as usize);
+        let voids = [0u8, 1].map(|v| {
+            let mut b = vec![0u8; BLOCK];
+            b[..8].copy_from_slice(VOID_MAGIC);
+            b[8] = v;
+            let crc = format::data_crc(&b);
+            (b, crc)
+        });
+        let state = State {
+            epoch: sup.epoch,
+            generation: sup.generation,
+            tail: sup.tail,
+            super_tail: sup.tail,
+            head: sup.tail,
+            staged: Vec::with_capacity(BATCH_RECORDS_MAX),
+            buf: vec![0u8; batch_blocks * BLOCK],
+            table: Table::new(geo.segments as usize, per_seg),
+            dirty: [0; LOG_MEMBERS_MAX / 64],
+            failed: None,
+            needs_reset,
+            stats: BackupStats {
+                capacity: geo.segments.saturating_sub(GC_MIN_FREE) * geo.records_per_seg(),
+                ..BackupStats::default()
+            },
+        };
+        LogBackup {
+            geo,
+            uuid,
+            state: Mutex::new(state),
+            group: GroupCommit::default(),
+            voids,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Note a write or sync failure: the backup is lost from now on.
+    fn fail(&self, st: &mut State, leg: usize, e: io::Error) -> io::Error {
+        let msg = format!("{}: {e}", self.geo.legs[leg].0.path());
+        st.failed.get_or_insert(msg.clone());
+        io::Error::new(e.kind(), format!("log backup: {msg}"))
+    }
+
+    fn check(&self, st: &State) -> io::Result<()> {
+        match &st.failed {
+            Some(m) => Err(lost(m)),
+            None => Ok(()),
+        }
+    }
+
+    fn full(&self, st: &State, why: &str) -> io::Error {
+        io::Error::other(format!(
+            "log backup cannot make room ({why}): {} live records, the log holds about {}; live data exceeds what the log can hold",
+            st.table.live(),
+            st.stats.capacity
+        ))
+    }
+
+    /// Segments in use: from the tail's to the one the staged batch is in.
+    fn used(&self, st: &State) -> u64 {
+        let end = if st.staged.is_empty() {
+            st.head
+        } else {
+            st.head + (st.staged.len() as u64 + 1) * BLOCK64
+        };
+        (end - st.tail).div_ceil(self.geo.seg)
+    }
+
+    fn free_segments(&self, st: &State) -> u64 {
+        self.geo.segments - self.used(st)
+    }
+
+    /// Records the batch at `head` may hold: the header's entries, and the segment's room.
+    fn batch_cap(&self, head: u64) -> usize {
+        let room = ((self.geo.seg_end(head) - head) / BLOCK64) as usize;
+        BATCH_RECORDS_MAX.min(room - 1)
+    }
+
+    /// Move the tail over segments with no live record (never into the head's segment).
+    fn advance_tail(&self, st: &mut State) {
+        for _ in 0..self.geo.segments {
+            let s = self.geo.seg_index(st.tail);
+            if st.tail + self.geo.seg > st.head || st.table.seg_live(s) > 0 {
+                return;
+            }
+            st.table.free_seg(s);
+            st.tail += self.geo.seg;
+        }
+    }
+
+    /// The head enters a new segment: it must be free, and the superblock's tail past the
+    /// segment's previous lap before anything is written there.
+    fn acquire(&self, st: &mut State) -> io::Result<()> {
+        assert!(st.staged.is_empty() && st.head.is_multiple_of(self.geo.seg));
+        if self.used(st) >= self.geo.segments {
+            return Err(self.full(st, "no free segment"));
+        }
+        let s = self.geo.seg_index(st.head);
+        assert!(
+            st.table.seg_len(s) == 0 && st.table.seg_live(s) == 0,
+            "segment {s} not free"
+        );
+        if st.super_tail + self.geo.log_bytes() < st.head + self.geo.seg {
+            self.persist_tail(st)?;
+        }
+        Ok(())
+    }
+
+    /// Sync every leg written since its last sync (under the state lock: the caller needs
+    /// them durable before it writes the superblock).
+    fn sync_dirty(&self, st: &mut State) -> io::Result<()> {
+        for leg in 0..self.geo.legs.len() {
+            if st.dirty[leg / 64] & (1 << (leg % 64)) != 0 {
+                self.geo.legs[leg]
+                    .0
+                    .sync()
+                    .map_err(|e| self.fail(st, leg, e))?;
+                st.dirty[leg / 64] &= !(1 << (leg % 64));
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the in-DRAM tail to the superblock. Every batch written so far is synced
+    /// first: the cleaner's copies must be durable before their originals may be lost.
+    fn persist_tail(&self, st: &mut State) -> io::Result<()> {
+        self.sync_dirty(st)?;
+        self.write_supers(st).map_err(|(_, e)| e)
+    }
+
+    /// A new superblock generation (epoch and tail from `st`) on every leg, each synced.
+    fn write_supers(&self, st: &mut State) -> Result<(), (String, io::Error)> {
+        st.generation += 1;
+        for (i, (dev, base, _)) in self.geo.legs.iter().enumerate() {
+            let s = self
+                .geo
+                .super_for(i, st.generation, st.epoch, st.tail, self.uuid);
+            if let Err(e) = backup::write_super(dev, *base, &s) {
+                return Err((dev.path().to_string(), self.fail(st, i, e)));
+            }
+            st.stats.bytes_written += SUPER_BYTES as u64;
+        }
+        st.super_tail = st.tail;
+        Ok(())
+    }
+
+    /// Write the staged batch (pwrite only) and start the next one.
+    fn flush(&self, st: &mut State) -> io::Result<()> {
+        let k = st.staged.len();
+        assert!(k > 0 && k <= self.batch_cap(st.head));
+        let end = st.head + (k as u64 + 1) * BLOCK64;
+        let seg_end = self.geo.seg_end(st.head);
+        // Too little room for a header and a record: the next batch starts a segment.
+        let next = if seg_end - end < 2 * BLOCK64 {
+            seg_end
+        } else {
+            end
+        };
+        let (epoch, head) = (st.epoch, st.head);
+        let State { buf, staged, .. } = &mut *st;
+        format::encode_batch(epoch, head, next, staged, &mut buf[..BLOCK]);
+        let (leg, off) = self.geo.locate(st.head);
+        let bytes = (k + 1) * BLOCK;
+        if let Err(e) = self.geo.legs[leg].0.write_at(&st.buf[..bytes], off) {
+            return Err(self.fail(st, leg, e));
+        }
+        st.dirty[leg / 64] |= 1 << (leg % 64);
+        st.stats.bytes_written += bytes as u64;
+        st.staged.clear();
+        st.head = next;
+        Ok(())
+    }
+
+    /// Add a record to the staged batch (a new one, or the cleaner moving `moving`).
+    fn stage(
+        &self,
+        st: &mut State,
+        moving: Option<Handle>,
+        meta: RecMeta,
+        data: &[u8],
+    ) -> io::Result<Handle> {
+        assert!(
+            data.len() == BLOCK,
+            "a record is one block, not {} bytes",
+            data.len()
+        );
+        if st.staged.is_empty() && st.head.is_multiple_of(self.geo.seg) {
+            self.acquire(st)?;
+        }
+        let k = st.staged.len();
+        let pos = st.head + (k as u64 + 1) * BLOCK64;
+        let seg = self.geo.seg_index(st.head);
+        let crc = format::data_crc(data);
+        let h = match moving {
+            Some(h) => {
+                st.table.relocate(h, meta.seq, crc, pos, seg);
+                h
+            }
+            None => match st.table.alloc(meta, crc, pos, seg) {
+                Some(h) => h,
+                None => return Err(self.full(st, "every record slot is live")),
+            },
+        };
+        st.buf[(k + 1) * BLOCK..(k + 2) * BLOCK].copy_from_slice(data);
+        st.staged.push((meta, crc));
+        if st.staged.len() == self.batch_cap(st.head) {
+            self.flush(st)?;
+        }
+        Ok(h)
+    }
+
+    /// RAPID's cleaner: while fewer than `GC_MIN_FREE` segments are free, copy the tail
+    /// segment's live records forward from the primary cache (never reading the log), as
+    /// records of the page's newest sequence number, and free the segment.
+    fn gc(&self, st: &mut State, live: &dyn LiveData) -> io::Result<()> {
+        for _ in 0..self.geo.segments {
+            self.advance_tail(st);
+            if self.free_segments(st) >= GC_MIN_FREE || st.tail + self.geo.seg > st.head {
+                // Room enough, or only the head's own segment is left.
+                return Ok(());
+            }
+            let s = self.geo.seg_index(st.tail);
+            for i in 0..st.table.seg_len(s) {
+                let Some(h) = st.table.live_at(s, i) else {
+                    continue;
+                };
+                let e = st.table.entry(h).meta;
+                if e.kind != RecKind::Data {
+                    // An image's bytes are not in the cache: it pins its segment until its
+                    // destage releases it. Stop cleaning; the put fails only if no segment
+                    // is left for it.
+                    return Ok(());
+                }
+                // The cache's newest version: never older than the record, so the copy
+                // never brings back an older version after a newer one.
+                let Some((seq, data)) = live
+                    .newest(e.lba)
+                    .filter(|(seq, d)| *seq >= e.seq && d.len() == BLOCK)
+                else {
+                    return Err(io::Error::other(format!(
+                        "log cleaner: live record of page {} (seq {}) is not in the cache",
+                        e.lba, e.seq
+                    )));
+                };
+                let meta = RecMeta {
+                    lba: e.lba,
+                    seq,
+                    kind: RecKind::Data,
+                };
+                self.stage(st, Some(h), meta, data)?;
+                st.stats.gc_records += 1;
+            }
+            assert!(
+                st.table.seg_live(s) == 0,
+                "segment {s} still live after cleaning"
+            );
+            st.stats.gc_segments += 1;
+        }
+        Ok(())
+    }
+
+    /// The leader's part of a group commit: write the staged batch, sync every leg written
+    /// since its last sync (the syncs run without the state lock).
+    fn commit_once(&self) -> io::Result<()> {
+        let dirty = {
+            let mut st = self.lock();
+            self.check(&st)?;
+            if !st.staged.is_empty() {
+                self.flush(&mut st)?;
+            }
+            st.stats.commits += 1;
+            std::mem::take(&mut st.dirty)
+        };
+        for leg in 0..self.geo.legs.len() {
+            if dirty[leg / 64] & (1 << (leg % 64)) != 0 {
+                if let Err(e) = self.geo.legs[leg].0.sync() {
+                    let mut st = self.lock();
+                    return Err(self.fail(&mut st, leg, e));
+                }
+            }
+        }
+        Ok(())
     }
 }
-pub struct LogBackup;
-impl LogBackup {
-    pub fn open(
-        _legs: Vec<Leg>,
-        _uuid: [u8; 16],
-    ) -> raidlab::Result<Option<super::mirror::MirrorBackup>> {
-        Err(raidlab::Error::config("--backup", "log not built"))
+
+impl Backup for LogBackup {
+    fn name(&self) -> &'static str {
+        "log"
     }
-    pub fn create(
-        _legs: Vec<Leg>,
-        _uuid: [u8; 16],
-        _seg: u64,
-        _pages: u64,
-        _after: u64,
-    ) -> raidlab::Result<super::mirror::MirrorBackup> {
-        Err(raidlab::Error::config("--backup", "log not built"))
+
+    fn put(&self, meta: RecMeta, data: &[u8], live: &dyn LiveData) -> io::Result<Handle> {
+        assert!(
+            data.len() == BLOCK,
+            "a record is one block, not {} bytes",
+            data.len()
+        );
+        let mut st = self.lock();
+        self.check(&st)?;
+        if st.needs_reset {
+            return Err(io::Error::other(
+                "log backup opened on old records: scan and reset it first",
+            ));
+        }
+        if self.free_segments(&st) < GC_MIN_FREE {
+            self.gc(&mut st, live)?;
+        }
+        let h = self.stage(&mut st, None, meta, data)?;
+        st.stats.records += 1;
+        Ok(h)
+    }
+
+    fn commit(&self) -> io::Result<()> {
+        self.group.commit(&|| self.commit_once())
+    }
+
+    /// Both kinds of release just drop the record: the tail moves in log order, so a
+    /// superseded version leaves the scan range before the newer one (written after it).
+    fn release(&self, h: Handle, _superseded: bool) {
+        let mut st = self.lock();
+        st.table.release(h);
+        self.advance_tail(&mut st);
+    }
+
+    /// A released image may sit in the scan range for a lap, and a newer version of its
+    /// page may be older in sequence (a dirty page imaged before its destage) and leave the
+    /// log first: sequence order does not hide it. So each image's data block is overwritten
+    /// with a void block (the header stays, so the chain stays whole) and synced before the
+    /// records are released; a scan skips a void block without counting it torn. The images'
+    /// segments stay pinned meanwhile, so the head cannot reuse them under the void writes.
+    fn release_images(&self, hs: &[Handle]) -> io::Result<()> {
+        if hs.is_empty() {
+            return Ok(());
+        }
+        let mut writes = Vec::with_capacity(hs.len());
+        {
+            let mut st = self.lock();
+            self.check(&st)?;
+            for &h in hs {
+                let e = st.table.entry(h);
+                assert!(
+                    e.meta.kind == RecKind::Image,
+                    "release_images on a data record"
+                );
+                let void = usize::from(self.voids[0].1 == e.crc);
+                if !st.staged.is_empty() && e.pos > st.head {
+                    // Still in the staged batch: void it in the buffer (its header entry
+                    // keeps the image's CRC).
+                    let at = (e.pos - st.head) as usize;
+                    st.buf[at..at + BLOCK].copy_from_slice(&self.voids[void].0);
+                } else {
+                    writes.push((self.geo.locate(e.pos), void));
+                }
+            }
+        }
+        for &((leg, off), void) in &writes {
+            if let Err(e) = self.geo.legs[leg].0.write_at(&self.voids[void].0, off) {
+                let mut st = self.lock();
+                return Err(self.fail(&mut st, leg, e));
+            }
+        }
+        {
+            let mut st = self.lock();
+            for &((leg, _), _) in &writes {
+                st.dirty[leg / 64] |= 1 << (leg % 64);
+                st.stats.bytes_written += BLOCK64;
+            }
+        }
+        // Writes the staged batch and syncs every leg marked above.
+        self.commit()?;
+        let mut st = self.lock();
+        for &h in hs {
+            st.table.release(h);
+        }
+        self.advance_tail(&mut st);
+        Ok(())
+    }
+
+    fn scan(&self) -> io::Result<Scan> {
+        // The lock keeps writers off the log while the chain is read.
+        let st = self.lock();
+        scan::scan_from(&self.geo, &self.voids, st.epoch, st.tail)
+    }
+
+    /// The new epoch starts at the next segment start past the head (the tail must be at a
+    /// segment start); its superblock is durable on every leg before this returns.
+    fn reset(&self) -> io::Result<()> {
+        let mut st = self.lock();
+        let start = st.head.div_ceil(self.geo.seg) * self.geo.seg;
+        st.staged.clear();
+        st.table.clear();
+        st.dirty = [0; LOG_MEMBERS_MAX / 64];
+        st.epoch += 1;
+        st.head = start;
+        st.tail = start;
+        st.failed = None;
+        self.write_supers(&mut st).map_err(|(_, e)| e)?;
+        st.needs_reset = false;
+        self.group.reset();
+        Ok(())
+    }
+
+    fn epoch(&self) -> u64 {
+        self.lock().epoch
+    }
+
+    fn stats(&self) -> BackupStats {
+        let st = self.lock();
+        BackupStats {
+            live: st.table.live(),
+            ..st.stats.clone()
+        }
+    }
+
+    fn describe(&self) -> String {
+        let st = self.lock();
+        let n = self.geo.legs.len();
+        format!(
+            "log ({}, {n} leg{}, {}, {} segments of {}; {} free)",
+            if n == 1 { "physical" } else { "logical" },
+            if n == 1 { "" } else { "s" },
+            size(self.geo.log_bytes()),
+            self.geo.segments,
+            size(self.geo.seg),
+            self.free_segments(&st)
+        )
     }
 }

@@ -217,8 +217,9 @@ impl WriteBack {
         if spec.capacity_pages > u64::from(u32::MAX / 2) {
             return Err(raidlab::Error::config("--write-cache-mib", "too large"));
         }
-        if !(0.0..=100.0).contains(&spec.low_pct)
-            || !(spec.low_pct < spec.high_pct && spec.high_pct <= 100.0)
+        if !((0.0..=100.0).contains(&spec.low_pct)
+            && spec.low_pct < spec.high_pct
+            && spec.high_pct <= 100.0)
         {
             return Err(raidlab::Error::config(
                 "--thresholds",

@@ -87,7 +87,7 @@ impl WbOptions {
             h.trim().parse().map_err(|_| bad_t())?,
             l.trim().parse().map_err(|_| bad_t())?,
         );
-        if !(0.0..100.0).contains(&low_pct) || !(low_pct < high_pct && high_pct <= 100.0) {
+        if !((0.0..100.0).contains(&low_pct) && low_pct < high_pct && high_pct <= 100.0) {
             return Err(bad_t());
         }
         let kind = match (backup, log_mode) {
@@ -290,7 +290,7 @@ fn open_legs(rec: &Record, create: bool) -> Result<Vec<Leg>> {
     rec.legs
         .iter()
         .map(|(p, base, bytes)| {
-            Ok(Leg::new(
+            Ok((
                 open_sized(Path::new(p), base + bytes, create)?,
                 *base,
                 *bytes,
@@ -308,7 +308,7 @@ fn open_recorded(rec: &Record, uuid: [u8; 16]) -> Result<Option<Box<dyn Backup>>
             MirrorBackup::open(open_sized(Path::new(p), *bytes, false)?, uuid)?
                 .map(|m| Box::new(m) as Box<dyn Backup>)
         }
-        _ => LogBackup::open(open_legs(rec, false)?, uuid)?.map(|l| Box::new(l) as Box<dyn Backup>),
+        _ => Some(Box::new(LogBackup::open(open_legs(rec, false)?, uuid)?) as Box<dyn Backup>),
     })
 }
 
@@ -424,12 +424,12 @@ pub fn start(
                 legs,
                 segment_bytes: o.segment_bytes,
             };
+            // The log picks an epoch past any it finds on its legs (and past the clock).
             let l = LogBackup::create(
                 open_legs(&rec, true)?,
                 a.uuid,
                 o.segment_bytes,
                 o.spec.capacity_pages,
-                after_epoch,
             )?;
             write_durably(dir, &rec_path, &rec.to_json().to_string())?;
             Some(Box::new(l))

@@ -1,0 +1,212 @@
+"""The store's write-back cache, side by side in one process group.
+
+Part 1 - what durability costs a 4 KiB random write. fio's nbd engine drives a RAID-5 of 5
+served with no write cache (write-through: the reply waits for the member writes, durable
+at the next FLUSH), and with a write-back cache backed up by a mirror file, by RAPID-Cache's
+log (physical: its own file; logical: a partition past every member's data) and by nothing
+(volatile), against ``nbdkit file`` on one raw file. Depth 1 and 32; IOPS, mean and p99
+latency. Members, backup and raw file in tmpfs, and again on a disk-backed file system
+(``--disk-dir``, default the system's temporary directory when it is not tmpfs), where every
+backup commit is a real fdatasync.
+
+Part 2 - the destage orders on SPC-1-like traffic. ``raidlab replay`` runs the SPC-1-like
+generator at depth 8 through LRW, WOW and STOW (and CSCAN) with the same cache, and the
+server's own counters give the destages, the share of full-stripe destages and the pages
+written to the members per page written by the client.
+
+    python benches/bench_store_wb.py [--runtime 2] [--repeat 2] [--member-mib 64] [--requests 60000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_store import RAIDLAB, Servers, ctl, free_port, need, wait_port  # noqa: E402
+
+CACHE_MIB = 32
+WB = {
+    "write-through": [],
+    "wb+mirror": ["--write-cache-mib", str(CACHE_MIB), "--backup", "mirror"],
+    "wb+log physical": ["--write-cache-mib", str(CACHE_MIB), "--backup", "log"],
+    "wb+log logical": ["--write-cache-mib", str(CACHE_MIB), "--backup", "log", "--log-mode", "logical"],
+    "wb+none": ["--write-cache-mib", str(CACHE_MIB), "--backup", "none"],
+}
+ORDERS = ["lrw", "cscan", "wow", "stow"]
+
+
+def fio_lat(uri: str, qd: int, size: int, runtime: float) -> dict[str, float]:
+    argv = [
+        "fio", "--name=b", "--ioengine=nbd", f"--uri={uri}", "--rw=randwrite", "--bs=4k",
+        f"--iodepth={qd}", f"--size={size}", "--time_based", f"--runtime={runtime}",
+        "--output-format=json", "--randrepeat=1", "--norandommap",
+    ]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=runtime + 120, check=False)
+    if out.returncode != 0:
+        sys.exit(f"bench_store_wb: fio failed on {uri}: {out.stderr.strip()}")
+    w = json.loads(out.stdout[out.stdout.index("{") :])["jobs"][0]["write"]
+    clat = w["clat_ns"]
+    return {
+        "iops": float(w["iops"]),
+        "mean_us": float(clat["mean"]) / 1e3,
+        "p99_us": float(clat["percentile"]["99.000000"]) / 1e3,
+    }
+
+
+def make_array(d: Path, member_mib: int) -> None:
+    subprocess.run(
+        [*RAIDLAB, "array", "create", str(d), "--level", "raid5", "--disks", "5", "--chunk", "64KiB", "--size", f"{member_mib}MiB"],
+        check=True, capture_output=True, timeout=120,
+    )
+
+
+def part1(root: Path, where: str, member_mib: int, runtime: float, repeat: int) -> dict[str, dict[str, dict[str, float]]]:
+    servers = Servers()
+    size = 4 * member_mib << 20
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    try:
+        targets: list[tuple[str, str]] = []
+        for name, extra in WB.items():
+            d = root / name.replace(" ", "-").replace("+", "-")
+            make_array(d, member_mib)
+            port = free_port()
+            servers.start([*RAIDLAB, "serve", str(d), "--listen", f"127.0.0.1:{port}", *extra], ready="accepting connections")
+            targets.append((name, f"nbd://127.0.0.1:{port}"))
+        raw = root / "raw.img"
+        with open(raw, "wb") as f:
+            f.truncate(size)
+        port = free_port()
+        servers.start(["nbdkit", "-f", "-p", str(port), "-i", "127.0.0.1", "file", str(raw)])
+        wait_port(port)
+        targets.append(("nbdkit file", f"nbd://127.0.0.1:{port}"))
+        for name, _ in targets:
+            results[name] = {}
+        for qd in (1, 32):
+            label = f"qd{qd}"
+            for _ in range(repeat):
+                for name, uri in targets:
+                    r = fio_lat(uri, qd, size, runtime)
+                    best = results[name].get(label)
+                    if best is None or r["iops"] > best["iops"]:
+                        results[name][label] = r
+            for name, _ in targets:
+                r = results[name][label]
+                print(f"  [{where}] {name:16} randwrite 4k {label:5} {r['iops']:>9,.0f} IOPS  mean {r['mean_us']:>8,.1f} us  p99 {r['p99_us']:>9,.1f} us", file=sys.stderr)
+    finally:
+        servers.stop_all()
+    return results
+
+
+def part2(root: Path, member_mib: int, requests: int) -> dict[str, dict[str, float]]:
+    """SPC-1-like traffic through each destage order."""
+    toml = root / "spc1.toml"
+    space_gib = 4 * member_mib / 1024 * 0.95
+    toml.write_text(
+        "[[runs]]\n"
+        f'workload.synthetic = {{ kind = "spc1", space_gib = {space_gib:.4f}, requests = {requests}, seed = 1 }}\n'
+    )
+    out: dict[str, dict[str, float]] = {}
+    servers = Servers()
+    try:
+        for order in ORDERS:
+            d = root / f"spc1-{order}"
+            make_array(d, member_mib)
+            port = free_port()
+            servers.start(
+                [*RAIDLAB, "serve", str(d), "--listen", f"127.0.0.1:{port}", "--write-cache-mib", "16", "--backup", "mirror", "--destage", order],
+                ready="accepting connections",
+            )
+            r = subprocess.run(
+                [*RAIDLAB, "replay", f"nbd://127.0.0.1:{port}", str(toml), "--qd", "8", "--json"],
+                capture_output=True, text=True, timeout=1200, check=False,
+            )
+            if r.returncode != 0:
+                sys.exit(f"bench_store_wb: replay failed: {r.stderr.strip()}")
+            rep = json.loads(r.stdout)
+            wc = ctl(d, {"cmd": "status"})["write_cache"]
+            members = ctl(d, {"cmd": "status"})["members"]
+            member_pages = sum(m["write_blocks"] for m in members)
+            out[order] = {
+                "iops": rep["iops"],
+                "write_p99_ms": (rep.get("write_latency") or {}).get("p99_ms", 0.0),
+                "page_writes": wc["page_writes"],
+                "destages": wc["destages"],
+                "destaged_pages": wc["destaged_pages"],
+                "full_stripe_share": wc["full_stripe_destages"] / wc["destages"] if wc["destages"] else 0.0,
+                "member_pages_per_client_page": member_pages / wc["page_writes"] if wc["page_writes"] else 0.0,
+                "overwrite_hits": wc["overwrite_hits"],
+            }
+            print(f"  spc1 {order:6} {out[order]}", file=sys.stderr)
+    finally:
+        servers.stop_all()
+    return out
+
+
+def is_tmpfs(path: Path) -> bool:
+    try:
+        out = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return out.strip() in ("tmpfs", "ramfs")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runtime", type=float, default=2.0)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--member-mib", type=int, default=64)
+    ap.add_argument("--requests", type=int, default=60_000, help="SPC-1-like requests per destage order")
+    ap.add_argument("--disk-dir", default=None, help="a directory on a disk-backed file system (default: the temp dir if not tmpfs)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    need("fio", "nbdkit")
+    runs: dict[str, object] = {}
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    roots: list[tuple[str, str | None]] = [("tmpfs", shm)]
+    disk = args.disk_dir or tempfile.gettempdir()
+    if not is_tmpfs(Path(disk)):
+        roots.append(("disk", disk))
+    for where, base in roots:
+        root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=base))
+        try:
+            runs[where] = part1(root, where, args.member_mib, args.runtime, args.repeat)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=shm))
+    try:
+        spc = part2(root, args.member_mib, args.requests)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"randwrite": runs, "spc1": spc}))
+        return 0
+    for where, res in runs.items():
+        assert isinstance(res, dict)
+        print(f"\n4 KiB random writes, RAID-5 of 5, members on {where}:\n")
+        print("| export | qd1 IOPS | qd1 mean us | qd1 p99 us | qd32 IOPS | qd32 mean us | qd32 p99 us | qd32 / nbdkit |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        ref = res["nbdkit file"]["qd32"]["iops"]
+        for name, row in res.items():
+            a, b = row["qd1"], row["qd32"]
+            print(
+                f"| {name} | {a['iops']:,.0f} | {a['mean_us']:,.0f} | {a['p99_us']:,.0f} | {b['iops']:,.0f} | {b['mean_us']:,.0f} | {b['p99_us']:,.0f} | {b['iops'] / ref:.2f} |"
+            )
+    print("\nSPC-1-like traffic (raidlab replay, depth 8, 16 MiB cache, mirror backup, RAID-5 of 5 in tmpfs):\n")
+    print("| order | IOPS | write p99 ms | destages | full-stripe share | member pages per client page | overwrite hits |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for order, r in spc.items():
+        print(
+            f"| {order} | {r['iops']:,.0f} | {r['write_p99_ms']:.2f} | {r['destages']:,.0f} | {r['full_stripe_share']:.3f} | {r['member_pages_per_client_page']:.2f} | {r['overwrite_hits']:,.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
