@@ -33,8 +33,8 @@ from store_fixtures import (
 MEMBER = 4 * MiB
 BACKUPS = {
     "mirror": ["--backup", "mirror"],
-    "log": ["--backup", "log", "--log-size", "16MiB"],
-    "log-logical": ["--backup", "log", "--log-mode", "logical", "--log-size", "16MiB"],
+    "log": ["--backup", "log", "--log-size", "32MiB"],
+    "log-logical": ["--backup", "log", "--log-mode", "logical", "--log-size", "32MiB"],
     "none": ["--backup", "none"],
 }
 
@@ -83,7 +83,7 @@ def test_sigkill_keeps_writes_acknowledged_only_to_the_cache(tmp_path: Path, sto
     d = make(tmp_path)
     # Thresholds high enough that nothing is destaged: the writes are only in the cache and
     # its backup when the server dies.
-    srv = store_servers.start(d, *wb_args(backup, mib=16, thresholds="99/98"))
+    srv = store_servers.start(d, *wb_args(backup, mib=8, thresholds="99/98"))
     model = bytearray(4 * MiB)
     writes = [(0, 4), (60, 8), (100, 200), (4, 16), (1000, 300), (150, 40), (2028, 20)]
     for i, (off, ln) in enumerate(writes):
@@ -129,7 +129,7 @@ def test_dirty_pages_survive_a_member_failure(tmp_path: Path, store_servers: Ser
         (["--write-cache-mib", "8", "--backup", "tape"], ["--backup", "tape", "mirror"]),
         (["--write-cache-mib", "8", "--backup", "log", "--log-mode", "sideways"], ["--log-mode", "sideways"]),
         (["--write-cache-mib", "8", "--segment", "3KiB"], ["--segment"]),
-        (["--write-cache-mib", "8", "--backup", "log", "--log-size", "1MiB"], ["too small"]),
+        (["--write-cache-mib", "8", "--backup", "log", "--log-size", "1MiB"], ["--log-size", "too small", "wb-log.img"]),
     ],
 )
 def test_bad_write_cache_options_exit_2(tmp_path: Path, args: list[str], names: list[str]) -> None:

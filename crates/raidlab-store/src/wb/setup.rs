@@ -430,7 +430,14 @@ pub fn start(
                 a.uuid,
                 o.segment_bytes,
                 o.spec.capacity_pages,
-            )?;
+            )
+            .map_err(|e| match e {
+                Error::Store { path, msg } if msg.contains("too small") => Error::config(
+                    "--log-size",
+                    format!("{path}: {msg} (the log must hold twice the write cache plus 4 segments; raise --log-size)"),
+                ),
+                e => e,
+            })?;
             write_durably(dir, &rec_path, &rec.to_json().to_string())?;
             Some(Box::new(l))
         }
