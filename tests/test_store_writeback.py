@@ -181,3 +181,22 @@ def test_corrupt_truncated_and_foreign_backups_are_refused(tmp_path: Path, store
     msg = cli_bad_input("serve", other, "--listen", "127.0.0.1:0")
     assert "wb.json" in msg and "line 1" in msg, msg
     json.loads((d / "members.json").read_text())
+
+
+def test_logical_log_with_a_failed_member_falls_back_to_a_mirror(tmp_path: Path, store_servers: ServerPool, clients: None) -> None:  # noqa: F811
+    d = make(tmp_path)
+    args = wb_args("log-logical", mib=8, thresholds="99/98")
+    srv = store_servers.start(d, *args)
+    qemu_io(srv.uri, "write -P 0x61 0 1M")
+    assert ctl(d, "fail", "1").returncode == 0
+    qemu_io(srv.uri, "write -P 0x62 1M 1M")
+    srv.kill()
+    # Restarted degraded with the same options: the log is replayed, and the write cache
+    # is backed by a mirror until the array is whole.
+    srv = store_servers.start(d, *args)
+    log = srv.log()
+    assert "write-cache backup replayed" in log and "falls back" not in log and "mirror file" in log, log
+    assert status(d)["write_cache"]["backup"] == "mirror"
+    qemu_io(srv.uri, "read -P 0x61 0 1M")
+    qemu_io(srv.uri, "read -P 0x62 1M 1M")
+    srv.stop()

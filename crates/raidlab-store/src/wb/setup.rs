@@ -379,14 +379,29 @@ pub fn start(
         remove_durably(dir, &void_path)?;
         return Ok((None, started));
     };
-    let backup: Option<Box<dyn Backup>> = match o.backup {
+    let mut kind = o.backup;
+    if kind == (BackupKind::Log { logical: true })
+        && (a.devs.iter().any(|d| d.is_none()) || a.recovering.is_some())
+    {
+        // The failed member held a leg: RAPID falls back to another backup until the array
+        // is whole again.
+        eprintln!(
+            "raidlab serve: warning: a logical log needs a leg on every member and the array is degraded; backing the write cache up with a mirror file ({}) until it is whole",
+            dir.join("wb-mirror.img").display()
+        );
+        kind = BackupKind::Mirror;
+    }
+    let backup: Option<Box<dyn Backup>> = match kind {
         BackupKind::None => {
             remove_durably(dir, &rec_path)?;
             None
         }
         BackupKind::Mirror => {
             let slots = o.mirror_slots();
-            let path = o.path.clone().unwrap_or_else(|| dir.join("wb-mirror.img"));
+            let path = match (o.backup, &o.path) {
+                (BackupKind::Mirror, Some(p)) => p.clone(),
+                _ => dir.join("wb-mirror.img"),
+            };
             let dev = open_sized(&path, mirror_bytes(slots), true)?;
             let m = MirrorBackup::create(dev, a.uuid, slots, after_epoch)?;
             let rec = Record {
@@ -401,12 +416,6 @@ pub fn start(
             let legs: Vec<(String, u64, u64)> = if logical {
                 // A partition past the data area of every member (RAPID's logical cache disk).
                 let live: Vec<&Arc<dyn Member>> = a.devs.iter().flatten().collect();
-                if live.len() < a.devs.len() || a.recovering.is_some() {
-                    return Err(Error::config(
-                        "--log-mode",
-                        "a logical log needs every member present and in sync; use --log-mode physical while the array is degraded",
-                    ));
-                }
                 let share = (o.log_bytes / live.len() as u64).div_ceil(o.segment_bytes)
                     * o.segment_bytes
                     + super::format::SUPERS_BYTES;
@@ -443,7 +452,7 @@ pub fn start(
         }
     };
     remove_durably(dir, &void_path)?;
-    let wb = WriteBack::new(ctl.clone(), o.spec.clone(), o.backup, backup)?;
+    let wb = WriteBack::new(ctl.clone(), o.spec.clone(), kind, backup)?;
     let void_dir = dir.to_path_buf();
     let wb = Arc::new(wb.with_void_hook(Box::new(move |epoch| {
         write_durably(&void_dir, &void_dir.join(VOID_FILE), &format!("{epoch}\n"))
