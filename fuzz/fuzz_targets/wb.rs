@@ -1,0 +1,21 @@
+//! Fuzz the write cache's on-disk readers: any bytes must decode to a backup superblock,
+//! a mirror slot header, a log batch header or a `wb.json` record, or be rejected, never
+//! panic. A decoded superblock must encode back to a block that decodes equal.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use raidlab_store::wb::format::{decode_batch, decode_slot_header, Super};
+use raidlab_store::wb::setup::parse_record;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(s) = Super::decode(data) {
+        let again = Super::decode(&s.encode()).expect("an encoded superblock decodes");
+        assert_eq!(again, s);
+    }
+    let epoch = data.get(..8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
+    let _ = decode_slot_header(data, epoch);
+    let _ = decode_batch(data, epoch, 8192);
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = parse_record(text, "wb.json");
+    }
+});
