@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_stow.py
 	$(VPY) benches/bench_rapid.py
 	$(VPY) benches/bench_store.py
+	$(VPY) benches/bench_store_wb.py
 
 clean:
 	rm -rf $(VENV) target results
