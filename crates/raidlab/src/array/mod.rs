@@ -232,6 +232,22 @@ impl MissCost for Array {
     fn degraded(&self) -> bool {
         self.mode.any_failed()
     }
+    /// The planner's answer for this block: a failed disk's block costs its penalty only in
+    /// a row the read must reconstruct; a row already rebuilt (and read from the
+    /// replacement) costs 1 again.
+    #[inline]
+    fn cost_of(&self, key: u64) -> u32 {
+        let loc = self.locate(key);
+        if !self.mode.is_failed(loc.disk) {
+            return 1;
+        }
+        let row = loc.block / u64::from(self.geo.blocks_per_stripe_unit());
+        if self.mode.lost_for_read(loc.disk, row) {
+            self.penalty(loc.disk)
+        } else {
+            1
+        }
+    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,7 @@ pub fn prepass(
             seen.insert(lba);
             if lookup && looked_up.insert(lba) {
                 cold += match &array {
-                    Some(a) => u64::from(a.penalty(a.disk_of(lba))),
+                    Some(a) => u64::from(a.cost_of(lba)),
                     None => 1,
                 };
             }

@@ -150,8 +150,10 @@ impl Vdf {
             };
             let Some(id) = candidate else { continue };
             let e = self.slab.get(id);
+            // The candidate's own cost, as the planner would charge it: while a disk is
+            // rebuilt, its rebuilt rows cost 1 again although the disk is still failed.
             let mp = if degraded {
-                u128::from(cost.penalty(d as u32))
+                u128::from(cost.cost_of(e.key))
             } else {
                 1
             };
@@ -314,6 +316,39 @@ pub(crate) mod tests {
         disks: 3,
         failed: None,
     };
+
+    #[test]
+    fn a_rebuilt_row_of_the_failed_disk_costs_one_again() {
+        // RAID-5 of 3 left-symmetric, one block per unit: lba 0 on disk 0 (row 0), lba 1 on
+        // disk 1, lba 2 on disk 2 (row 1). Disk 0 failed and rebuilding, row 0 already
+        // rebuilt and reads redirected to the replacement: a miss on lba 0 costs 1 read, as
+        // the planner charges it, not the failed disk's 2.
+        use crate::array::{Array, ArraySpec, Layout, Level, Plan};
+        let mut a = Array::new(&ArraySpec {
+            level: Level::Raid5,
+            disks: 3,
+            stripe_unit_bytes: 4096,
+            layout: Layout::LeftSymmetric,
+            failed: vec![0],
+            block_size: 4096,
+        })
+        .unwrap();
+        a.start_rebuild(0, 8, true, "test").unwrap();
+        a.mark_rebuilt(0, 0);
+        assert_eq!((a.disk_of(0), a.disk_of(1), a.disk_of(2)), (0, 1, 2));
+        let mut plan = Plan::default();
+        a.plan_read(0, &mut plan);
+        assert_eq!((plan.read_blocks(), a.cost_of(0), a.penalty(0)), (1, 1, 2));
+        // Capacity 2: lba 0 at t0, lba 1 at t1; lba 2 misses at t3. Both bottoms cost 1, so
+        // the older, lba 0 (age 3 vs 2), goes, as plain LRU would evict it. Charging the
+        // disk's penalty instead (the bug) scored lba 0 at 3 / 2 = 1.5 < 2 and evicted lba 1.
+        let mut p = Vdf::new(Base::Lru, 2, 3);
+        let mut ev = Vec::new();
+        for (t, k) in [(0u64, 0u64), (1, 1), (3, 2)] {
+            step(&mut p, k, 1, t, &a, &mut ev);
+        }
+        assert_eq!(ev, [0]);
+    }
 
     #[test]
     fn vdf_lru_keeps_the_failed_disks_block() {
