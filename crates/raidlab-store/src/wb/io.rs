@@ -1,0 +1,336 @@
+//! The request paths of the write-back cache: read (cache first), write (absorb, stage in
+//! the backup, group commit, then answer), write-through, zeroes, FLUSH and the drain.
+
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+use super::backup::Handle;
+use super::format::{RecKind, RecMeta};
+use super::{BackupKind, Inner, Live, Mode, PageBufs, Ver, WriteBack, BLOCK, ROOM_WAITS_MAX};
+use crate::ctrl::IoFail;
+
+impl WriteBack {
+    /// Read `buf.len()` bytes at `offset`: cached pages from the cache, the rest from the
+    /// array.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoFail> {
+        self.ctl.check_range(offset, buf.len() as u64)?;
+        let first = offset / BLOCK as u64;
+        let count = (buf.len() / BLOCK) as u64;
+        self.counters.read_pages.fetch_add(count, Ordering::Relaxed);
+        // Runs of pages the cache does not hold, as (first page index, pages).
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        {
+            let mut g = self.lock();
+            if g.cache.occupied() == 0 {
+                runs.push((0, count));
+            } else {
+                let Inner {
+                    cache,
+                    pages,
+                    frames,
+                    ..
+                } = &mut *g;
+                let mut hits = 0;
+                for i in 0..count {
+                    let lba = first + i;
+                    let v = pages.get(&lba).and_then(|p| p.dirty.or(p.flight));
+                    let hit = cache.read(lba);
+                    debug_assert_eq!(hit, v.is_some(), "cache and frames agree on page {lba}");
+                    match v {
+                        Some(v) => {
+                            let at = v.frame as usize * BLOCK;
+                            buf[i as usize * BLOCK..(i as usize + 1) * BLOCK]
+                                .copy_from_slice(&frames[at..at + BLOCK]);
+                            hits += 1;
+                        }
+                        None => match runs.last_mut() {
+                            Some((s, n)) if *s + *n == i => *n += 1,
+                            _ => runs.push((i, 1)),
+                        },
+                    }
+                }
+                self.counters
+                    .read_hit_pages
+                    .fetch_add(hits, Ordering::Relaxed);
+            }
+        }
+        for (s, n) in runs {
+            let b = &mut buf[s as usize * BLOCK..(s + n) as usize * BLOCK];
+            self.ctl.read(offset + s * BLOCK as u64, b)?;
+        }
+        Ok(())
+    }
+
+    /// Write `data` at `offset`. Answered once the pages are as durable as the backup
+    /// promises: in the backup (`mirror`, `log`), or on the members (written through, or
+    /// FUA without a backup).
+    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), IoFail> {
+        self.ctl.check_range(offset, data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        let first = offset / BLOCK as u64;
+        let count = (data.len() / BLOCK) as u64;
+        self.counters
+            .write_pages
+            .fetch_add(count, Ordering::Relaxed);
+        if self.kind == BackupKind::None && fua {
+            return self.write_through(first, data, true);
+        }
+        let mut superseded: Vec<Handle> = Vec::new();
+        let mut done = 0u64;
+        let mut lost = false;
+        {
+            let mut g = self.lock();
+            let mut waits = 0u32;
+            while done < count {
+                if let Some(f) = &g.failed {
+                    return Err(IoFail::Failed(f.clone()));
+                }
+                if g.mode != Mode::Backed {
+                    break;
+                }
+                if g.flushing > 0 {
+                    g = self.wait_room(g, &mut waits)?;
+                    continue;
+                }
+                let lba = first + done;
+                if g.cache.write(lba).is_none() {
+                    self.counters.room_waits.fetch_add(1, Ordering::Relaxed);
+                    self.work.notify_one();
+                    g = self.wait_room(g, &mut waits)?;
+                    continue;
+                }
+                let src = &data[done as usize * BLOCK..(done as usize + 1) * BLOCK];
+                match self.stage(&mut g, lba, src) {
+                    Ok(Some(old)) => superseded.push(old),
+                    Ok(None) => {}
+                    Err(e) => {
+                        // The page is cached but has no durable copy: drain it below.
+                        self.lose_backup(&mut g, &format!("backup write failed: {e}"));
+                        lost = true;
+                        done += 1;
+                        break;
+                    }
+                }
+                done += 1;
+            }
+            if g.cache.wants_destage() {
+                self.work.notify_one();
+            }
+        }
+        if done > 0 && !lost {
+            if let Some(b) = &self.backup {
+                if let Err(e) = b.commit() {
+                    let mut g = self.lock();
+                    self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
+                    lost = true;
+                }
+            }
+        }
+        if lost {
+            // What this write put in the cache is durable only once it is on the members.
+            self.drain_all()?;
+        } else if let Some(b) = &self.backup {
+            for h in superseded {
+                b.release(h, true);
+            }
+        }
+        if done < count {
+            let rest = &data[done as usize * BLOCK..];
+            self.wait_write_through()?;
+            return self.write_through(first + done, rest, fua);
+        }
+        Ok(())
+    }
+
+    /// Put one page into its frame and the backup; the older version's record, if the page
+    /// was dirty, to release once this one is durable. The cache has accepted the page.
+    fn stage(&self, g: &mut Inner, lba: u64, src: &[u8]) -> std::io::Result<Option<Handle>> {
+        let p = g.pages.get(&lba).copied().unwrap_or_default();
+        let (frame, old) = match p.dirty {
+            Some(v) => (v.frame, v.handle),
+            None => (
+                g.free
+                    .pop()
+                    .expect("the write cache never holds more pages than frames"),
+                None,
+            ),
+        };
+        let at = frame as usize * BLOCK;
+        g.frames[at..at + BLOCK].copy_from_slice(src);
+        g.seq += 1;
+        let seq = g.seq;
+        let mut ver = Ver {
+            frame,
+            seq,
+            handle: None,
+        };
+        g.pages.insert(
+            lba,
+            PageBufs {
+                dirty: Some(ver),
+                flight: p.flight,
+            },
+        );
+        if let Some(b) = &self.backup {
+            let live = Live {
+                pages: &g.pages,
+                frames: &g.frames,
+            };
+            let h = b.put(
+                RecMeta {
+                    lba,
+                    seq,
+                    kind: RecKind::Data,
+                },
+                &g.frames[at..at + BLOCK],
+                &live,
+            )?;
+            ver.handle = Some(h);
+            g.pages.get_mut(&lba).expect("just inserted").dirty = Some(ver);
+        }
+        Ok(old)
+    }
+
+    fn wait_room<'a>(
+        &self,
+        g: MutexGuard<'a, Inner>,
+        waits: &mut u32,
+    ) -> Result<MutexGuard<'a, Inner>, IoFail> {
+        *waits += 1;
+        if *waits > ROOM_WAITS_MAX || self.stop.load(Ordering::Relaxed) && *waits > 100 {
+            return Err(IoFail::Failed(
+                "the write cache made no room (destage stalled)".into(),
+            ));
+        }
+        Ok(self.wait(&self.room, g))
+    }
+
+    /// Wait until a lost backup's drain is over (writes then go to the array directly).
+    fn wait_write_through(&self) -> Result<(), IoFail> {
+        let mut g = self.lock();
+        let mut waits = 0;
+        while matches!(g.mode, Mode::Draining(_)) {
+            if let Some(f) = &g.failed {
+                return Err(IoFail::Failed(f.clone()));
+            }
+            g = self.wait_room(g, &mut waits)?;
+        }
+        Ok(())
+    }
+
+    /// Write pages straight to the array: no version of them may be in flight (an older
+    /// destage could land after this write), and cached dirty versions take the new bytes
+    /// so a later destage writes them again rather than older ones.
+    fn write_through(&self, first: u64, data: &[u8], fua: bool) -> Result<(), IoFail> {
+        let count = (data.len() / BLOCK) as u64;
+        {
+            let mut g = self.lock();
+            let mut waits = 0;
+            loop {
+                if let Some(f) = &g.failed {
+                    return Err(IoFail::Failed(f.clone()));
+                }
+                let busy = g.cache.occupied() > 0
+                    && (first..first + count)
+                        .any(|l| g.pages.get(&l).is_some_and(|p| p.flight.is_some()));
+                if !busy {
+                    break;
+                }
+                g = self.wait_room(g, &mut waits)?;
+            }
+            if g.cache.occupied() > 0 {
+                let Inner { pages, frames, .. } = &mut *g;
+                for i in 0..count {
+                    if let Some(v) = pages.get(&(first + i)).and_then(|p| p.dirty) {
+                        let at = v.frame as usize * BLOCK;
+                        frames[at..at + BLOCK]
+                            .copy_from_slice(&data[i as usize * BLOCK..(i as usize + 1) * BLOCK]);
+                    }
+                }
+            }
+        }
+        self.counters
+            .write_through_pages
+            .fetch_add(count, Ordering::Relaxed);
+        self.ctl.write(first * BLOCK as u64, data, fua)
+    }
+
+    /// TRIM and WRITE_ZEROES: zeros written like any data (through the cache, so a backup
+    /// never replays older bytes over them), in bounded pieces.
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), IoFail> {
+        self.ctl.check_range(offset, len)?;
+        const PIECE: u64 = 256 << 10;
+        static ZEROS: [u8; PIECE as usize] = [0; PIECE as usize];
+        if self.kind == BackupKind::None {
+            // No backup to replay anything: zero the members directly.
+            let mut at = offset;
+            while at < offset + len {
+                let n = PIECE.min(offset + len - at);
+                self.write_through(at / BLOCK as u64, &ZEROS[..n as usize], fua)?;
+                at += n;
+            }
+            return Ok(());
+        }
+        let mut at = offset;
+        while at < offset + len {
+            let n = PIECE.min(offset + len - at);
+            self.write(at, &ZEROS[..n as usize], fua)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// NBD FLUSH: every write answered before it is durable. With a backup they already are
+    /// (unless writes went through, which a member sync covers); without one everything
+    /// cached is destaged first.
+    pub fn flush(&self) -> Result<(), IoFail> {
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        let through = {
+            let g = self.lock();
+            if let Some(f) = &g.failed {
+                return Err(IoFail::Failed(f.clone()));
+            }
+            g.mode != Mode::Backed
+        };
+        if self.kind == BackupKind::None || through {
+            self.drain_all()?;
+        } else if let Some(b) = &self.backup {
+            if let Err(e) = b.commit() {
+                let mut g = self.lock();
+                self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
+                drop(g);
+                self.drain_all()?;
+            }
+        }
+        self.ctl.flush()
+    }
+
+    /// Destage everything now and wait until the cache is empty (new cached writes wait).
+    pub fn drain_all(&self) -> Result<(), IoFail> {
+        let mut g = self.lock();
+        g.flushing += 1;
+        self.work.notify_all();
+        let mut waits = 0u32;
+        let r = loop {
+            if let Some(f) = &g.failed {
+                break Err(IoFail::Failed(f.clone()));
+            }
+            if g.cache.occupied() == 0 {
+                break Ok(());
+            }
+            waits += 1;
+            if waits > ROOM_WAITS_MAX {
+                break Err(IoFail::Failed(
+                    "the write cache could not be drained".into(),
+                ));
+            }
+            g = self.wait(&self.room, g);
+        };
+        g.flushing -= 1;
+        self.room.notify_all();
+        r
+    }
+}
