@@ -25,9 +25,13 @@ pub mod arc;
 pub mod clock;
 pub mod demote;
 pub mod fifo;
+pub mod greedydual;
 pub mod lfu;
 pub mod lru;
 pub mod mq;
+pub mod s3fifo;
+pub mod sieve;
+pub mod slru;
 pub mod twoq;
 pub mod vdf;
 pub mod xray;
@@ -192,6 +196,27 @@ pub enum PolicySpec {
     },
     VdfLru,
     VdfLfu,
+    /// SIEVE (Zhang et al., NSDI 2024).
+    Sieve,
+    /// S3-FIFO (Yang et al., SOSP 2023): `small` share of capacity for the small FIFO,
+    /// `ghost` share (in capacity units) for the ghost FIFO, an entry of the small FIFO hit
+    /// `move_threshold` times moves to the main FIFO.
+    S3Fifo {
+        small: f64,
+        ghost: f64,
+        move_threshold: u8,
+    },
+    /// Segmented LRU with `segments` equal segments.
+    Slru {
+        segments: u32,
+    },
+    /// GreedyDual (Young; GreedyDual-Size with unit sizes) with costs from the miss-cost
+    /// oracle.
+    GreedyDual,
+    /// CLOCK whose unreferenced blocks wait `cost - 1` extra rotations (VDF-style).
+    VdfClock,
+    /// SIEVE whose unvisited blocks wait `cost - 1` extra passes of the hand (VDF-style).
+    VdfSieve,
     /// DEMOTE (Wong and Wilkes): demoted blocks at MRU, blocks read by the host at LRU.
     Demote,
     /// X-RAY: exclusive caching from inferred FS cache contents; needs a `[host]` run.
@@ -224,6 +249,16 @@ impl PolicySpec {
             },
             "vdf-lru" => PolicySpec::VdfLru,
             "vdf-lfu" => PolicySpec::VdfLfu,
+            "sieve" => PolicySpec::Sieve,
+            "s3fifo" | "s3-fifo" => PolicySpec::S3Fifo {
+                small: 0.1,
+                ghost: 0.9,
+                move_threshold: 2,
+            },
+            "slru" => PolicySpec::Slru { segments: 4 },
+            "greedydual" | "gd" => PolicySpec::GreedyDual,
+            "vdf-clock" => PolicySpec::VdfClock,
+            "vdf-sieve" => PolicySpec::VdfSieve,
             "demote" => PolicySpec::Demote,
             "xray" => PolicySpec::Xray {
                 threshold: 2,
@@ -236,15 +271,38 @@ impl PolicySpec {
 
     /// Whether the policy implements [`ReadPolicy::evict_one`] (a unified cache needs it).
     pub fn evicts_one(&self) -> bool {
-        matches!(self, PolicySpec::Lru | PolicySpec::Fifo | PolicySpec::Clock)
+        matches!(
+            self,
+            PolicySpec::Lru
+                | PolicySpec::Fifo
+                | PolicySpec::Clock
+                | PolicySpec::Sieve
+                | PolicySpec::Slru { .. }
+        )
     }
 
     /// Names of the policies that implement [`ReadPolicy::evict_one`].
-    pub const EVICTS_ONE: &'static [&'static str] = &["lru", "fifo", "clock"];
+    pub const EVICTS_ONE: &'static [&'static str] = &["lru", "fifo", "clock", "sieve", "slru"];
 
     /// Every accepted policy name, for error messages and docs.
     pub const NAMES: &'static [&'static str] = &[
-        "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu", "demote", "xray",
+        "lru",
+        "fifo",
+        "lfu",
+        "clock",
+        "2q",
+        "arc",
+        "mq",
+        "sieve",
+        "s3fifo",
+        "slru",
+        "vdf-lru",
+        "vdf-lfu",
+        "vdf-clock",
+        "vdf-sieve",
+        "greedydual",
+        "demote",
+        "xray",
     ];
 }
 
@@ -311,6 +369,31 @@ pub fn build_in(
             }
             1.0 + f64::from(*history_factor)
         }
+        PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } => {
+            if !(small.is_finite() && *small > 0.0 && *small < 1.0) {
+                return Err(Error::config("cache.s3fifo.small", "must be in (0, 1)"));
+            }
+            if !(ghost.is_finite() && *ghost >= 0.0 && *ghost <= 16.0) {
+                return Err(Error::config("cache.s3fifo.ghost", "must be in [0, 16]"));
+            }
+            if *move_threshold == 0 {
+                return Err(Error::config("cache.s3fifo.move_threshold", "must be >= 1"));
+            }
+            1.0 + ghost
+        }
+        PolicySpec::Slru { segments } => {
+            if *segments == 0 || *segments > slru::MAX_SEGMENTS {
+                return Err(Error::config(
+                    "cache.slru.segments",
+                    format!("must be in 1..={}", slru::MAX_SEGMENTS),
+                ));
+            }
+            1.0
+        }
         _ => 1.0,
     };
     let entries = match units {
@@ -349,6 +432,22 @@ pub fn build_in(
         )),
         PolicySpec::VdfLru => Box::new(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
         PolicySpec::VdfLfu => Box::new(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
+        PolicySpec::Sieve => Box::new(sieve::Sieve::new(capacity, entries)),
+        PolicySpec::VdfSieve => Box::new(sieve::Sieve::vdf(capacity, entries)),
+        PolicySpec::VdfClock => Box::new(clock::Clock::vdf(capacity, entries)),
+        PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } => Box::new(s3fifo::S3Fifo::new(
+            capacity,
+            *small,
+            *ghost,
+            *move_threshold,
+            entries,
+        )),
+        PolicySpec::Slru { segments } => Box::new(slru::Slru::new(capacity, *segments, entries)),
+        PolicySpec::GreedyDual => Box::new(greedydual::GreedyDual::new(capacity, entries)),
         PolicySpec::Demote => Box::new(demote::Demote::new(capacity, entries)),
         PolicySpec::Xray { .. } => {
             return Err(Error::config(

@@ -1,5 +1,6 @@
 //! Property tests: the contract invariants of [`ReadPolicy`] for every policy on random
-//! streams, and VDF's "exactly the base policy while healthy" property.
+//! streams, and the cost-aware policies' "exactly the base policy while healthy" property
+//! (VDF-LRU, VDF-LFU, VDF-CLOCK, VDF-SIEVE, and GreedyDual, which is LRU at uniform cost).
 
 use std::collections::BTreeMap;
 
@@ -134,9 +135,15 @@ proptest! {
     }
 
     #[test]
-    fn healthy_vdf_is_plain_lru_and_lfu(ops in ops(8), cap in 1u64..60, disks in 1u32..9) {
+    fn healthy_cost_aware_is_the_plain_policy(ops in ops(8), cap in 1u64..60, disks in 1u32..9) {
         let cost = Raid5 { disks, failed: None };
-        for (vdf, plain) in [(PolicySpec::VdfLru, PolicySpec::Lru), (PolicySpec::VdfLfu, PolicySpec::Lfu)] {
+        for (vdf, plain) in [
+            (PolicySpec::VdfLru, PolicySpec::Lru),
+            (PolicySpec::VdfLfu, PolicySpec::Lfu),
+            (PolicySpec::VdfClock, PolicySpec::Clock),
+            (PolicySpec::VdfSieve, PolicySpec::Sieve),
+            (PolicySpec::GreedyDual, PolicySpec::Lru),
+        ] {
             let mut a = build_in(&vdf, cap, Units::Bytes).expect("valid");
             let mut b = build_in(&plain, cap, Units::Bytes).expect("valid");
             let (mut ea, mut eb) = (Vec::new(), Vec::new());

@@ -1,5 +1,8 @@
 //! Cross-check against libCacheSim: exact miss counts on the CloudPhysics trace, as listed in
-//! the shared traces README (they are the expectations of libCacheSim's own test suite).
+//! the shared traces README (they are the expectations of libCacheSim's own test suite) for
+//! the classic policies, and as the `libcachesim` 0.3.5 wheel computes them for SIEVE,
+//! S3-FIFO and SLRU (`tests/test_libcachesim_numbers.py` recomputes them when the wheel is
+//! installed).
 //!
 //! The trace files are not part of the repository; when the shared traces directory is absent
 //! the tests print a note and pass.
@@ -66,7 +69,7 @@ fn libcachesim_object_mode_miss_counts() {
         .expect("read oracleGeneral trace");
     let reqs = oracle_records(&bytes);
     assert_eq!(reqs.len(), 113_872);
-    let expected: [(&str, [u64; 8]); 5] = [
+    let expected: [(&str, [u64; 8]); 7] = [
         (
             "lru",
             [93374, 89783, 83572, 81722, 72494, 72104, 71972, 71704],
@@ -87,6 +90,15 @@ fn libcachesim_object_mode_miss_counts() {
             "arc",
             [90252, 85861, 78168, 74297, 67381, 65685, 64439, 64772],
         ),
+        // From the `libcachesim` 0.3.5 wheel (`Sieve`, `S3FIFO`, `SLRU` with defaults).
+        (
+            "sieve",
+            [91699, 86720, 78578, 76707, 69945, 66221, 64445, 64376],
+        ),
+        (
+            "s3fifo",
+            [90117, 80915, 75060, 72191, 69815, 65542, 60799, 56045],
+        ),
     ];
     let mut failures = Vec::new();
     for (name, want) in expected {
@@ -105,9 +117,8 @@ fn libcachesim_object_mode_miss_counts() {
     assert!(failures.is_empty(), "mismatches: {failures:#?}");
 }
 
-#[test]
-fn libcachesim_block_mode_lru_miss_counts() {
-    let Some(dir) = traces_dir() else { return };
+/// The CSV trace's `lbn` column as keys of size 1 (`cloudPhysicsIO.txt` semantics).
+fn csv_keys(dir: &std::path::Path) -> Vec<(u64, u32)> {
     let text = std::fs::read_to_string(dir.join("cloudphysics/cloudPhysicsIO.csv"))
         .expect("read csv trace");
     // `version,time,op,size,lbn`; key = lbn, every object of size 1.
@@ -121,6 +132,13 @@ fn libcachesim_block_mode_lru_miss_counts() {
         })
         .collect();
     assert_eq!(reqs.len(), 113_872);
+    reqs
+}
+
+#[test]
+fn libcachesim_block_mode_lru_miss_counts() {
+    let Some(dir) = traces_dir() else { return };
+    let reqs = csv_keys(&dir);
     let want = [99411, 96397, 95652, 95370, 95182, 94997, 94891, 94816];
     let got: Vec<u64> = (1..=8u64)
         .map(|i| {
@@ -129,4 +147,65 @@ fn libcachesim_block_mode_lru_miss_counts() {
         })
         .collect();
     assert_eq!(got, want);
+}
+
+/// Block mode (every size 1) for the policies whose decisions depend on the unit only through
+/// the capacity: numbers from the `libcachesim` 0.3.5 wheel fed the CSV keys one `get` at a
+/// time with `obj_size = 1`, caches of 128..1024 objects.
+#[test]
+fn libcachesim_block_mode_new_policies_miss_counts() {
+    let Some(dir) = traces_dir() else { return };
+    let reqs = csv_keys(&dir);
+    let expected: [(&str, [u64; 8]); 3] = [
+        (
+            "sieve",
+            [97995, 94924, 94584, 94367, 94246, 94204, 94115, 93958],
+        ),
+        (
+            "s3fifo",
+            [96053, 95201, 94658, 94553, 94232, 94160, 94053, 94001],
+        ),
+        (
+            "slru",
+            [98073, 95418, 94714, 94565, 94291, 94205, 94153, 94048],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (name, want) in expected {
+        let spec = PolicySpec::from_name(name).expect("known policy");
+        for (i, &w) in want.iter().enumerate() {
+            let cap = 128 * (i as u64 + 1);
+            let mut p = build_in(&spec, cap, Units::Blocks).expect("build");
+            let got = misses(p.as_mut(), &reqs);
+            if got != w {
+                failures.push(format!("{name} @ {cap} blocks: {got} != {w}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "mismatches: {failures:#?}");
+}
+
+/// SLRU in object mode is the one documented difference (see `slru.rs`): libCacheSim evicts
+/// inside a hit when cooling overfills segment 0, which happens with objects of varied sizes;
+/// raidlab's SLRU never evicts on a hit. The counts stay within 1 % of libCacheSim's; ours
+/// are pinned so that a change shows.
+#[test]
+fn slru_object_mode_differs_from_libcachesim_by_under_one_percent() {
+    let Some(dir) = traces_dir() else { return };
+    let bytes = std::fs::read(dir.join("cloudphysics/cloudPhysicsIO.oracleGeneral.bin"))
+        .expect("read oracleGeneral trace");
+    let reqs = oracle_records(&bytes);
+    let libcachesim = [90757u64, 87085, 83727, 80361, 75034, 65341, 59413, 57616];
+    let ours = [90669u64, 87161, 83210, 80034, 74902, 64898, 59099, 57356];
+    let spec = PolicySpec::from_name("slru").expect("known policy");
+    for i in 0..8 {
+        let cap = 128 * MIB * (i as u64 + 1);
+        let mut p = build_in(&spec, cap, Units::Bytes).expect("build");
+        let got = misses(p.as_mut(), &reqs);
+        assert_eq!(got, ours[i], "slru @ {} MiB", cap / MIB);
+        assert!(
+            got.abs_diff(libcachesim[i]) * 100 < libcachesim[i],
+            "within 1 %"
+        );
+    }
 }
