@@ -25,6 +25,12 @@
 //!   `S3FIFOv0`, keeps inserting into S and starts evicting from it early);
 //! - an entry found in G enters M whatever its size.
 //!
+//! Units: the shares are fractions of the capacity in its own units, rounded down. Block mode
+//! over N blocks and object mode over N objects of 4096 bytes are therefore the same cache
+//! only when 10 divides N (otherwise object mode's S holds a fraction of an object more, and
+//! "S is full" and "M is over its share" trip at different counts); compare with libCacheSim
+//! in object mode (`capacity_bytes`), as for ARC.
+//!
 //! One deliberate difference: libCacheSim refuses an entry (not found in G) whose size is
 //! at least S's share (and, when it equals it, only after evicting to make room for it), so
 //! in block mode a cache below 20 blocks caches nothing. Here an entry larger than S's share
