@@ -243,4 +243,42 @@ mod tests {
         assert_eq!(h, [false, false, false, true, false, false, true, false]);
         assert_eq!(ev, [2, 3, 4]);
     }
+
+    #[test]
+    fn with_the_arrays_own_oracle() {
+        use crate::array::{Array, ArraySpec, Layout, Level};
+        use crate::cache::read::MissCost;
+        // A 5-disk left-symmetric RAID-5 with one-block stripe units and disk 0 failed:
+        //   row 0: 0 1 2 3 P    row 1: 5 6 7 P 4    row 2: 10 11 P 8 9
+        // Block 0 is on the failed disk and costs n - 1 = 4 (the other four blocks of row 0);
+        // 1 2 3 4 6 7 8 9 11 cost 1. Capacity 3.
+        //  t0 0 (H 4); t1 1 (H 1); t2 2 (H 1)
+        //  t3 3: evict 1 (H 1, older than 2), L 1, H3 = 2.   t4 4: evict 2, L 1, H4 = 2
+        //  t5 6: evict 3 (H 2), L 2, H6 = 3.                 t6 7: evict 4, L 2, H7 = 3
+        //  t7 8: evict 6 (H 3; 0 has H 4), L 3, H8 = 4.      t8 9: evict 7, L 3, H9 = 4
+        //  t9 11: 0, 8 and 9 all at H 4: 0 is the oldest -> evict 0, L 4.
+        // Six cheap blocks go before the expensive one; LRU would evict 0 at t3.
+        let arr = Array::new(&ArraySpec {
+            level: Level::Raid5,
+            disks: 5,
+            stripe_unit_bytes: 4096,
+            layout: Layout::LeftSymmetric,
+            failed: vec![0],
+            block_size: 4096,
+        })
+        .expect("valid array");
+        let disks: Vec<u32> = (0..12).map(|k| arr.disk_of(k)).collect();
+        assert_eq!(disks, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]);
+        assert_eq!(arr.cost_of(0), 4);
+        for k in [1, 2, 3, 4, 6, 7, 8, 9, 11] {
+            assert_eq!(arr.cost_of(k), 1, "block {k}");
+        }
+        let mut p = GreedyDual::new(3, 3);
+        let mut ev = Vec::new();
+        for (t, k) in [0u64, 1, 2, 3, 4, 6, 7, 8, 9, 11].into_iter().enumerate() {
+            assert!(!step(&mut p, k, 1, t as u64, &arr, &mut ev));
+        }
+        assert_eq!(ev, [1, 2, 3, 4, 6, 7, 0]);
+        assert_eq!(p.inflation(), 4);
+    }
 }
