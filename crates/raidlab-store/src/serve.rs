@@ -51,6 +51,7 @@ pub const CACHE_POLICIES: &[&str] = &[
     "sieve",
     "s3fifo",
     "slru",
+    "lirs",
     "vdf-lru",
     "vdf-lfu",
     "vdf-clock",

@@ -95,7 +95,7 @@ fn s3fifo_and_slru_tunables() {
     );
     let exps = parse(&with("slru", "[cache.slru]\nsegments = 2")).unwrap();
     assert_eq!(exps[0].cache.policy, PolicySpec::Slru { segments: 2 });
-    for name in ["sieve", "greedydual", "vdf-clock", "vdf-sieve"] {
+    for name in ["sieve", "lirs", "greedydual", "vdf-clock", "vdf-sieve"] {
         let exps = parse(&with(name, "")).unwrap();
         assert_eq!(
             Some(exps[0].cache.policy.clone()),

@@ -27,6 +27,7 @@ pub mod demote;
 pub mod fifo;
 pub mod greedydual;
 pub mod lfu;
+pub mod lirs;
 pub mod lru;
 pub mod mq;
 pub mod s3fifo;
@@ -206,6 +207,8 @@ pub enum PolicySpec {
         ghost: f64,
         move_threshold: u8,
     },
+    /// LIRS (Jiang and Zhang, SIGMETRICS 2002), resident HIR blocks 1 % of capacity.
+    Lirs,
     /// Segmented LRU with `segments` equal segments.
     Slru {
         segments: u32,
@@ -256,6 +259,7 @@ impl PolicySpec {
                 move_threshold: 2,
             },
             "slru" => PolicySpec::Slru { segments: 4 },
+            "lirs" => PolicySpec::Lirs,
             "greedydual" | "gd" => PolicySpec::GreedyDual,
             "vdf-clock" => PolicySpec::VdfClock,
             "vdf-sieve" => PolicySpec::VdfSieve,
@@ -296,6 +300,7 @@ impl PolicySpec {
         "sieve",
         "s3fifo",
         "slru",
+        "lirs",
         "vdf-lru",
         "vdf-lfu",
         "vdf-clock",
@@ -353,6 +358,8 @@ pub fn build_in(
             1.0 + kout
         }
         PolicySpec::Arc => 2.0,
+        // Resident entries plus ghosts in S, which is bounded by twice the capacity.
+        PolicySpec::Lirs => 3.0,
         PolicySpec::Mq {
             queues,
             lifetime,
@@ -448,6 +455,7 @@ pub fn build_in(
         )),
         PolicySpec::Slru { segments } => Box::new(slru::Slru::new(capacity, *segments, entries)),
         PolicySpec::GreedyDual => Box::new(greedydual::GreedyDual::new(capacity, entries)),
+        PolicySpec::Lirs => Box::new(lirs::Lirs::new(capacity, entries)),
         PolicySpec::Demote => Box::new(demote::Demote::new(capacity, entries)),
         PolicySpec::Xray { .. } => {
             return Err(Error::config(

@@ -1,7 +1,7 @@
 //! Cross-check against libCacheSim: exact miss counts on the CloudPhysics trace, as listed in
 //! the shared traces README (they are the expectations of libCacheSim's own test suite) for
 //! the classic policies, and as the `libcachesim` 0.3.5 wheel computes them for SIEVE,
-//! S3-FIFO and SLRU (`tests/test_libcachesim_numbers.py` recomputes them when the wheel is
+//! S3-FIFO, SLRU and LIRS (`tests/test_libcachesim_numbers.py` recomputes them when the wheel is
 //! installed).
 //!
 //! The trace files are not part of the repository; when the shared traces directory is absent
@@ -156,10 +156,14 @@ fn libcachesim_block_mode_lru_miss_counts() {
 fn libcachesim_block_mode_new_policies_miss_counts() {
     let Some(dir) = traces_dir() else { return };
     let reqs = csv_keys(&dir);
-    let expected: [(&str, [u64; 8]); 3] = [
+    let expected: [(&str, [u64; 8]); 4] = [
         (
             "sieve",
             [97995, 94924, 94584, 94367, 94246, 94204, 94115, 93958],
+        ),
+        (
+            "lirs",
+            [96758, 95299, 94794, 94629, 94526, 94454, 94365, 94294],
         ),
         (
             "s3fifo",
