@@ -52,6 +52,7 @@ pub const CACHE_POLICIES: &[&str] = &[
     "s3fifo",
     "slru",
     "lirs",
+    "wtinylfu",
     "vdf-lru",
     "vdf-lfu",
     "vdf-clock",

@@ -35,6 +35,7 @@ pub mod sieve;
 pub mod slru;
 pub mod twoq;
 pub mod vdf;
+pub mod wtinylfu;
 pub mod xray;
 
 #[cfg(test)]
@@ -209,6 +210,9 @@ pub enum PolicySpec {
     },
     /// LIRS (Jiang and Zhang, SIGMETRICS 2002), resident HIR blocks 1 % of capacity.
     Lirs,
+    /// W-TinyLFU (Einziger, Friedman, Manes): 1 % LRU window, SLRU main cache, frequency
+    /// sketch admission.
+    WTinyLfu,
     /// Segmented LRU with `segments` equal segments.
     Slru {
         segments: u32,
@@ -260,6 +264,7 @@ impl PolicySpec {
             },
             "slru" => PolicySpec::Slru { segments: 4 },
             "lirs" => PolicySpec::Lirs,
+            "wtinylfu" | "w-tinylfu" => PolicySpec::WTinyLfu,
             "greedydual" | "gd" => PolicySpec::GreedyDual,
             "vdf-clock" => PolicySpec::VdfClock,
             "vdf-sieve" => PolicySpec::VdfSieve,
@@ -301,6 +306,7 @@ impl PolicySpec {
         "s3fifo",
         "slru",
         "lirs",
+        "wtinylfu",
         "vdf-lru",
         "vdf-lfu",
         "vdf-clock",
@@ -456,6 +462,11 @@ pub fn build_in(
         PolicySpec::Slru { segments } => Box::new(slru::Slru::new(capacity, *segments, entries)),
         PolicySpec::GreedyDual => Box::new(greedydual::GreedyDual::new(capacity, entries)),
         PolicySpec::Lirs => Box::new(lirs::Lirs::new(capacity, entries)),
+        PolicySpec::WTinyLfu => Box::new(wtinylfu::WTinyLfu::new(
+            capacity,
+            units == Units::Bytes,
+            entries,
+        )),
         PolicySpec::Demote => Box::new(demote::Demote::new(capacity, entries)),
         PolicySpec::Xray { .. } => {
             return Err(Error::config(
