@@ -49,7 +49,23 @@ impl Default for ServeOptions {
 
 /// Read-cache policies the store runs (DEMOTE and X-RAY need a host cache in front).
 pub const CACHE_POLICIES: &[&str] = &[
-    "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu",
+    "lru",
+    "fifo",
+    "lfu",
+    "clock",
+    "2q",
+    "arc",
+    "mq",
+    "sieve",
+    "s3fifo",
+    "slru",
+    "lirs",
+    "wtinylfu",
+    "vdf-lru",
+    "vdf-lfu",
+    "vdf-clock",
+    "vdf-sieve",
+    "greedydual",
 ];
 
 /// Largest read cache in MiB (frames are allocated up front).

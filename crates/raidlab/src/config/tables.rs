@@ -203,6 +203,41 @@ pub(super) fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
         *kout = q.float("kout", 0.0, 16.0)?.unwrap_or(*kout);
         q.finish()?;
     }
+    if let Some(mut q) = t.table("s3fifo")? {
+        let PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } = &mut policy
+        else {
+            return Err(Error::config(
+                q.key(""),
+                "only applies to policy = \"s3fifo\"",
+            ));
+        };
+        *small = q.float("small", 0.001, 0.999)?.unwrap_or(*small);
+        *ghost = q.float("ghost", 0.0, 16.0)?.unwrap_or(*ghost);
+        *move_threshold = q
+            .uint("move_threshold", 1, u64::from(u8::MAX))?
+            .unwrap_or(u64::from(*move_threshold)) as u8;
+        q.finish()?;
+    }
+    if let Some(mut q) = t.table("slru")? {
+        let PolicySpec::Slru { segments } = &mut policy else {
+            return Err(Error::config(
+                q.key(""),
+                "only applies to policy = \"slru\"",
+            ));
+        };
+        *segments = q
+            .uint(
+                "segments",
+                1,
+                u64::from(crate::cache::read::slru::MAX_SEGMENTS),
+            )?
+            .unwrap_or(u64::from(*segments)) as u32;
+        q.finish()?;
+    }
     super::host::xray_options(&mut policy, t.table("xray")?)?;
     let unit = match t.choice("unit", &["block", "object"])? {
         None | Some("block") => Unit::Block,

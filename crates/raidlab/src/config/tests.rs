@@ -73,6 +73,42 @@ fn err(text: &str) -> String {
 }
 
 #[test]
+fn s3fifo_and_slru_tunables() {
+    let with = |policy: &str, extra: &str| {
+        format!(
+            "{}\n{extra}",
+            BASE.replace("\"vdf-lru\"", &format!("\"{policy}\""))
+        )
+    };
+    let exps = parse(&with(
+        "s3fifo",
+        "[cache.s3fifo]\nsmall = 0.2\nmove_threshold = 1",
+    ))
+    .unwrap();
+    assert_eq!(
+        exps[0].cache.policy,
+        PolicySpec::S3Fifo {
+            small: 0.2,
+            ghost: 0.9,
+            move_threshold: 1
+        }
+    );
+    let exps = parse(&with("slru", "[cache.slru]\nsegments = 2")).unwrap();
+    assert_eq!(exps[0].cache.policy, PolicySpec::Slru { segments: 2 });
+    for name in ["sieve", "lirs", "greedydual", "vdf-clock", "vdf-sieve"] {
+        let exps = parse(&with(name, "")).unwrap();
+        assert_eq!(
+            Some(exps[0].cache.policy.clone()),
+            PolicySpec::from_name(name)
+        );
+    }
+    let e = err(&with("slru", "[cache.slru]\nsegments = 17"));
+    assert!(e.contains("cache.slru.segments"), "{e}");
+    let e = err(&with("lru", "[cache.s3fifo]\nsmall = 0.2"));
+    assert!(e.contains("cache.s3fifo"), "{e}");
+}
+
+#[test]
 fn bad_values_name_their_key() {
     let e = err(&BASE.replace("\"vdf-lru\"", "\"lru2\""));
     assert!(

@@ -5,10 +5,27 @@
 //! counter is decremented and the entry goes back to the front; a zero counter makes it the
 //! victim. With `MAX_COUNT = 1` this is the classic one-bit CLOCK, and it is exactly
 //! libCacheSim's `Clock` with its default `n-bit-counter=1`.
+//!
+//! # VDF-CLOCK
+//!
+//! CLOCK has no single eviction order in which VDF's "`p x MP`" could be compared across
+//! disks (see `vdf.rs`): the victim is whatever unreferenced entry the hand reaches first,
+//! and referenced entries are re-queued as they are passed. The hand's rotation is CLOCK's
+//! estimate of `p`: an entry is evicted once it has gone one full rotation without a
+//! reference. VDF-CLOCK stretches that wait by the miss penalty: when the hand reaches an
+//! unreferenced entry whose current miss cost (`cost.cost_of(key)`, read at that moment,
+//! never cached) is `MP`, the entry is re-queued like a referenced one, up to `MP - 1` times
+//! (counted in `passes`, reset by a hit), before it can be the victim. A cold block of the
+//! failed disk of an n-disk RAID-5 thus stays `n - 1` rotations: the block whose time cold
+//! divided by `MP` is largest goes first, VDF-LRU's rule measured in rotations. This is the
+//! "cheaper variant" sketched in `vdf.rs`; the per-disk-clocks variant sketched there would
+//! need a second list per entry and clears bits on every disk's clock at each eviction. While
+//! `cost.degraded()` is false no entry gets an extra pass and VDF-CLOCK is CLOCK exactly
+//! (checked by a property test).
 
 use super::list::{Link, List};
 use super::slab::Slab;
-use super::{Access, ReadPolicy};
+use super::{Access, MissCost, ReadPolicy};
 
 /// Saturation value of the reference counter (one bit).
 pub const MAX_COUNT: u8 = 1;
@@ -19,15 +36,19 @@ struct Entry {
     link: Link,
     size: u32,
     count: u8,
+    /// VDF-CLOCK: rotations survived unreferenced since the last access.
+    passes: u16,
 }
 
 impl_slot!(Entry);
 
-/// CLOCK over a fixed arena.
+/// CLOCK (or VDF-CLOCK) over a fixed arena.
 #[derive(Clone, Debug)]
 pub struct Clock {
     slab: Slab<Entry>,
     queue: List,
+    /// VDF-CLOCK: unreferenced entries get `cost - 1` extra rotations.
+    weighted: bool,
     used: u64,
     capacity: u64,
 }
@@ -35,9 +56,19 @@ pub struct Clock {
 impl Clock {
     /// `capacity` units; room for `entries` entries before the arena grows.
     pub fn new(capacity: u64, entries: usize) -> Self {
+        Self::with_weighting(capacity, entries, false)
+    }
+
+    /// VDF-CLOCK: CLOCK whose unreferenced entries wait `cost - 1` extra rotations.
+    pub fn vdf(capacity: u64, entries: usize) -> Self {
+        Self::with_weighting(capacity, entries, true)
+    }
+
+    fn with_weighting(capacity: u64, entries: usize, weighted: bool) -> Self {
         Clock {
             slab: Slab::with_capacity(entries),
             queue: List::new(),
+            weighted,
             used: 0,
             capacity,
         }
@@ -47,16 +78,24 @@ impl Clock {
         self.queue.unlink(self.slab.nodes(), id);
     }
 
-    /// Rotate the hand until an unreferenced entry is at the back, then remove it. Terminates:
-    /// each pass over a referenced entry lowers its counter.
-    fn pop_victim(&mut self) -> Option<u64> {
+    /// Rotate the hand until an unreferenced entry (with no extra rotation left, weighted and
+    /// degraded) is at the back, then remove it. Terminates: each pass over an entry lowers
+    /// its counter or raises its `passes` towards the bounded `cost - 1`.
+    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+        let cost = cost.filter(|c| self.weighted && c.degraded());
         loop {
             let back = self.queue.back()?;
             let e = self.slab.get_mut(back);
-            if e.count == 0 {
-                break;
+            if e.count > 0 {
+                e.count -= 1;
+            } else {
+                match cost {
+                    Some(c) if u32::from(e.passes) + 1 < c.cost_of(e.key) => {
+                        e.passes = e.passes.saturating_add(1);
+                    }
+                    _ => break,
+                }
             }
-            e.count -= 1;
             self.queue.move_to_front(self.slab.nodes(), back);
         }
         let victim = self.queue.pop_back(self.slab.nodes())?;
@@ -68,7 +107,11 @@ impl Clock {
 
 impl ReadPolicy for Clock {
     fn name(&self) -> &'static str {
-        "clock"
+        if self.weighted {
+            "vdf-clock"
+        } else {
+            "clock"
+        }
     }
 
     #[inline]
@@ -77,6 +120,7 @@ impl ReadPolicy for Clock {
             Some(id) => {
                 let e = self.slab.get_mut(id);
                 e.count = (e.count + 1).min(MAX_COUNT);
+                e.passes = 0;
                 true
             }
             None => false,
@@ -91,7 +135,7 @@ impl ReadPolicy for Clock {
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
         while self.used + size > self.capacity {
-            match self.pop_victim() {
+            match self.pop_victim(Some(acc.cost)) {
                 Some(k) => evicted.push(k),
                 None => break,
             }
@@ -101,6 +145,7 @@ impl ReadPolicy for Clock {
             link: Link::DETACHED,
             size: acc.size,
             count: 0,
+            passes: 0,
         });
         self.queue.push_front(self.slab.nodes(), id);
         self.used += size;
@@ -109,8 +154,12 @@ impl ReadPolicy for Clock {
 
     slab_policy_accessors!();
 
+    /// CLOCK only: VDF-CLOCK needs the miss cost, which `evict_one` is not given.
     fn evict_one(&mut self, evicted: &mut Vec<u64>) -> bool {
-        match self.pop_victim() {
+        if self.weighted {
+            return false;
+        }
+        match self.pop_victim(None) {
             Some(k) => {
                 evicted.push(k);
                 true
@@ -126,7 +175,8 @@ impl ReadPolicy for Clock {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::run_evictions;
+    use super::super::testutil::{run_evictions, step};
+    use super::super::vdf::tests::Raid5;
     use super::*;
 
     #[test]
@@ -143,5 +193,44 @@ mod tests {
             [false, false, false, true, true, false, false, true, false]
         );
         assert_eq!(ev, [3, 1, 4]);
+    }
+
+    #[test]
+    fn vdf_clock_keeps_the_failed_disks_block() {
+        // 3-disk RAID-5, disk 0 failed (MP = 2), key k on disk k % 3; capacity 3; queue
+        // front .. back with counters, `(p)` = extra rotations spent.
+        //  0 1 2 miss                 [2:0 1:0 0:0]
+        //  4 miss: back 0:0, MP 2: one extra rotation -> [0(1) 2 1]; back 1, MP 1: victim
+        //                             [4 0(1) 2]
+        //  5 miss: back 2, MP 1: victim            [5 4 0(1)]
+        //  0 hit: 0:1, passes reset                [5 4 0:1]
+        //  7 miss: back 0:1 -> 0:0 to the front [0 5 4]; back 4: victim
+        //                             [7 0 5]
+        //  8 miss: back 5: victim     [8 7 0]
+        //  10 miss: back 0:0, MP 2, passes 0: extra rotation [0(1) 8 7]; 7 victim
+        // Plain CLOCK evicts 0 at the first miss, and again at 10's.
+        let cost = Raid5 {
+            disks: 3,
+            failed: Some(0),
+        };
+        let keys = [0, 1, 2, 4, 5, 0, 7, 8, 10];
+        let run = |p: &mut Clock| {
+            let mut ev = Vec::new();
+            let h: Vec<bool> = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &k)| step(p, k, 1, i as u64, &cost, &mut ev))
+                .collect();
+            (h, ev)
+        };
+        let (h, ev) = run(&mut Clock::vdf(3, 3));
+        assert_eq!(
+            h,
+            [false, false, false, false, false, true, false, false, false]
+        );
+        assert_eq!(ev, [1, 2, 4, 5, 7]);
+        let (h, ev) = run(&mut Clock::new(3, 3));
+        assert!(!h[5]);
+        assert_eq!(ev, [0, 1, 2, 4, 5, 0]);
     }
 }

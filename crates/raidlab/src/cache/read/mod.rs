@@ -25,11 +25,17 @@ pub mod arc;
 pub mod clock;
 pub mod demote;
 pub mod fifo;
+pub mod greedydual;
 pub mod lfu;
+pub mod lirs;
 pub mod lru;
 pub mod mq;
+pub mod s3fifo;
+pub mod sieve;
+pub mod slru;
 pub mod twoq;
 pub mod vdf;
+pub mod wtinylfu;
 pub mod xray;
 
 #[cfg(test)]
@@ -192,6 +198,32 @@ pub enum PolicySpec {
     },
     VdfLru,
     VdfLfu,
+    /// SIEVE (Zhang et al., NSDI 2024).
+    Sieve,
+    /// S3-FIFO (Yang et al., SOSP 2023): `small` share of capacity for the small FIFO,
+    /// `ghost` share (in capacity units) for the ghost FIFO, an entry of the small FIFO hit
+    /// `move_threshold` times moves to the main FIFO.
+    S3Fifo {
+        small: f64,
+        ghost: f64,
+        move_threshold: u8,
+    },
+    /// LIRS (Jiang and Zhang, SIGMETRICS 2002), resident HIR blocks 1 % of capacity.
+    Lirs,
+    /// W-TinyLFU (Einziger, Friedman, Manes): 1 % LRU window, SLRU main cache, frequency
+    /// sketch admission.
+    WTinyLfu,
+    /// Segmented LRU with `segments` equal segments.
+    Slru {
+        segments: u32,
+    },
+    /// GreedyDual (Young; GreedyDual-Size with unit sizes) with costs from the miss-cost
+    /// oracle.
+    GreedyDual,
+    /// CLOCK whose unreferenced blocks wait `cost - 1` extra rotations (VDF-style).
+    VdfClock,
+    /// SIEVE whose unvisited blocks wait `cost - 1` extra passes of the hand (VDF-style).
+    VdfSieve,
     /// DEMOTE (Wong and Wilkes): demoted blocks at MRU, blocks read by the host at LRU.
     Demote,
     /// X-RAY: exclusive caching from inferred FS cache contents; needs a `[host]` run.
@@ -224,6 +256,18 @@ impl PolicySpec {
             },
             "vdf-lru" => PolicySpec::VdfLru,
             "vdf-lfu" => PolicySpec::VdfLfu,
+            "sieve" => PolicySpec::Sieve,
+            "s3fifo" | "s3-fifo" => PolicySpec::S3Fifo {
+                small: 0.1,
+                ghost: 0.9,
+                move_threshold: 2,
+            },
+            "slru" => PolicySpec::Slru { segments: 4 },
+            "lirs" => PolicySpec::Lirs,
+            "wtinylfu" | "w-tinylfu" => PolicySpec::WTinyLfu,
+            "greedydual" | "gd" => PolicySpec::GreedyDual,
+            "vdf-clock" => PolicySpec::VdfClock,
+            "vdf-sieve" => PolicySpec::VdfSieve,
             "demote" => PolicySpec::Demote,
             "xray" => PolicySpec::Xray {
                 threshold: 2,
@@ -236,15 +280,40 @@ impl PolicySpec {
 
     /// Whether the policy implements [`ReadPolicy::evict_one`] (a unified cache needs it).
     pub fn evicts_one(&self) -> bool {
-        matches!(self, PolicySpec::Lru | PolicySpec::Fifo | PolicySpec::Clock)
+        matches!(
+            self,
+            PolicySpec::Lru
+                | PolicySpec::Fifo
+                | PolicySpec::Clock
+                | PolicySpec::Sieve
+                | PolicySpec::Slru { .. }
+        )
     }
 
     /// Names of the policies that implement [`ReadPolicy::evict_one`].
-    pub const EVICTS_ONE: &'static [&'static str] = &["lru", "fifo", "clock"];
+    pub const EVICTS_ONE: &'static [&'static str] = &["lru", "fifo", "clock", "sieve", "slru"];
 
     /// Every accepted policy name, for error messages and docs.
     pub const NAMES: &'static [&'static str] = &[
-        "lru", "fifo", "lfu", "clock", "2q", "arc", "mq", "vdf-lru", "vdf-lfu", "demote", "xray",
+        "lru",
+        "fifo",
+        "lfu",
+        "clock",
+        "2q",
+        "arc",
+        "mq",
+        "sieve",
+        "s3fifo",
+        "slru",
+        "lirs",
+        "wtinylfu",
+        "vdf-lru",
+        "vdf-lfu",
+        "vdf-clock",
+        "vdf-sieve",
+        "greedydual",
+        "demote",
+        "xray",
     ];
 }
 
@@ -295,6 +364,8 @@ pub fn build_in(
             1.0 + kout
         }
         PolicySpec::Arc => 2.0,
+        // Resident entries plus ghosts in S, which is bounded by twice the capacity.
+        PolicySpec::Lirs => 3.0,
         PolicySpec::Mq {
             queues,
             lifetime,
@@ -310,6 +381,31 @@ pub fn build_in(
                 return Err(Error::config("cache.history_factor", "must be <= 64"));
             }
             1.0 + f64::from(*history_factor)
+        }
+        PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } => {
+            if !(small.is_finite() && *small > 0.0 && *small < 1.0) {
+                return Err(Error::config("cache.s3fifo.small", "must be in (0, 1)"));
+            }
+            if !(ghost.is_finite() && *ghost >= 0.0 && *ghost <= 16.0) {
+                return Err(Error::config("cache.s3fifo.ghost", "must be in [0, 16]"));
+            }
+            if *move_threshold == 0 {
+                return Err(Error::config("cache.s3fifo.move_threshold", "must be >= 1"));
+            }
+            1.0 + ghost
+        }
+        PolicySpec::Slru { segments } => {
+            if *segments == 0 || *segments > slru::MAX_SEGMENTS {
+                return Err(Error::config(
+                    "cache.slru.segments",
+                    format!("must be in 1..={}", slru::MAX_SEGMENTS),
+                ));
+            }
+            1.0
         }
         _ => 1.0,
     };
@@ -349,6 +445,28 @@ pub fn build_in(
         )),
         PolicySpec::VdfLru => Box::new(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
         PolicySpec::VdfLfu => Box::new(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
+        PolicySpec::Sieve => Box::new(sieve::Sieve::new(capacity, entries)),
+        PolicySpec::VdfSieve => Box::new(sieve::Sieve::vdf(capacity, entries)),
+        PolicySpec::VdfClock => Box::new(clock::Clock::vdf(capacity, entries)),
+        PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } => Box::new(s3fifo::S3Fifo::new(
+            capacity,
+            *small,
+            *ghost,
+            *move_threshold,
+            entries,
+        )),
+        PolicySpec::Slru { segments } => Box::new(slru::Slru::new(capacity, *segments, entries)),
+        PolicySpec::GreedyDual => Box::new(greedydual::GreedyDual::new(capacity, entries)),
+        PolicySpec::Lirs => Box::new(lirs::Lirs::new(capacity, entries)),
+        PolicySpec::WTinyLfu => Box::new(wtinylfu::WTinyLfu::new(
+            capacity,
+            units == Units::Bytes,
+            entries,
+        )),
         PolicySpec::Demote => Box::new(demote::Demote::new(capacity, entries)),
         PolicySpec::Xray { .. } => {
             return Err(Error::config(

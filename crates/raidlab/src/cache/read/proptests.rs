@@ -1,5 +1,6 @@
 //! Property tests: the contract invariants of [`ReadPolicy`] for every policy on random
-//! streams, and VDF's "exactly the base policy while healthy" property.
+//! streams, and the cost-aware policies' "exactly the base policy while healthy" property
+//! (VDF-LRU, VDF-LFU, VDF-CLOCK, VDF-SIEVE, and GreedyDual, which is LRU at uniform cost).
 
 use std::collections::BTreeMap;
 
@@ -134,9 +135,15 @@ proptest! {
     }
 
     #[test]
-    fn healthy_vdf_is_plain_lru_and_lfu(ops in ops(8), cap in 1u64..60, disks in 1u32..9) {
+    fn healthy_cost_aware_is_the_plain_policy(ops in ops(8), cap in 1u64..60, disks in 1u32..9) {
         let cost = Raid5 { disks, failed: None };
-        for (vdf, plain) in [(PolicySpec::VdfLru, PolicySpec::Lru), (PolicySpec::VdfLfu, PolicySpec::Lfu)] {
+        for (vdf, plain) in [
+            (PolicySpec::VdfLru, PolicySpec::Lru),
+            (PolicySpec::VdfLfu, PolicySpec::Lfu),
+            (PolicySpec::VdfClock, PolicySpec::Clock),
+            (PolicySpec::VdfSieve, PolicySpec::Sieve),
+            (PolicySpec::GreedyDual, PolicySpec::Lru),
+        ] {
             let mut a = build_in(&vdf, cap, Units::Bytes).expect("valid");
             let mut b = build_in(&plain, cap, Units::Bytes).expect("valid");
             let (mut ea, mut eb) = (Vec::new(), Vec::new());
@@ -156,6 +163,68 @@ proptest! {
                     }
                     Op::Remove(key) => prop_assert_eq!(a.remove(key), b.remove(key)),
                 }
+            }
+        }
+    }
+
+    /// `evict_one` takes exactly the entry the next insert would have evicted, and leaves the
+    /// others in the order that insert would have: two copies, one made to evict by
+    /// `evict_one` and then given a new key, the other by inserting that key into a full
+    /// cache, stay identical on the rest of the stream.
+    #[test]
+    fn evict_one_is_the_next_inserts_victim(
+        before in ops(1), after in ops(1), cap in 1u64..30, failed in prop::option::of(0u32..4)
+    ) {
+        let cost = Raid5 { disks: 4, failed };
+        for name in PolicySpec::EVICTS_ONE {
+            let spec = PolicySpec::from_name(name).expect("listed name");
+            let mut a = build_in(&spec, cap, Units::Blocks).expect("valid spec");
+            let mut b = build_in(&spec, cap, Units::Blocks).expect("valid spec");
+            let mut ev = Vec::new();
+            let mut now = 0u64;
+            let step = |p: &mut dyn ReadPolicy, op: &Op, now: u64, ev: &mut Vec<u64>| -> bool {
+                match *op {
+                    Op::Req { key, size, insert_on_miss } => {
+                        let acc = Access { key, size, now, cost: &cost };
+                        let hit = p.get(&acc);
+                        if !hit && insert_on_miss {
+                            ev.clear();
+                            p.insert(&acc, ev);
+                        }
+                        hit
+                    }
+                    Op::Remove(key) => p.remove(key),
+                }
+            };
+            for op in &before {
+                step(a.as_mut(), op, now, &mut ev);
+                step(b.as_mut(), op, now, &mut ev);
+                now += 1;
+            }
+            // Fill both to capacity with fresh keys, so that the next insert must evict.
+            let mut fresh = 1000u64;
+            while b.used() < cap {
+                let op = Op::Req { key: fresh, size: 1, insert_on_miss: true };
+                step(a.as_mut(), &op, now, &mut ev);
+                step(b.as_mut(), &op, now, &mut ev);
+                fresh += 1;
+                now += 1;
+            }
+            let mut ea = Vec::new();
+            prop_assert!(a.evict_one(&mut ea), "{}: nothing evicted from a full cache", name);
+            let acc = Access { key: fresh, size: 1, now, cost: &cost };
+            prop_assert!(!a.get(&acc) && !b.get(&acc));
+            let mut ea2 = Vec::new();
+            a.insert(&acc, &mut ea2);
+            prop_assert!(ea2.is_empty(), "{}: evict_one left no room", name);
+            let mut eb = Vec::new();
+            b.insert(&acc, &mut eb);
+            prop_assert_eq!(&ea, &eb, "{}: evict_one and insert chose different victims", name);
+            now += 1;
+            for op in &after {
+                let (ha, hb) = (step(a.as_mut(), op, now, &mut ev), step(b.as_mut(), op, now, &mut ev));
+                prop_assert_eq!(ha, hb, "{}: diverged after evict_one", name);
+                now += 1;
             }
         }
     }

@@ -1,0 +1,328 @@
+//! S3-FIFO (Yang, Zhang, Qiu, Yue and Rashmi, SOSP 2023): three static FIFO queues.
+//!
+//! - **S**, a small FIFO (10 % of the capacity) that new entries enter: most one-hit wonders
+//!   leave from here quickly. A hit adds 1 to the entry's count.
+//! - **M**, the main FIFO (the rest), run as a CLOCK with a 2-bit counter: a hit adds 1; at
+//!   eviction an entry with count `f >= 1` is re-queued at the head with `min(f, 3) - 1`,
+//!   one with count 0 is evicted.
+//! - **G**, a ghost FIFO of keys recently evicted from S (90 % of the capacity, counted in
+//!   the entries' units). A miss found in G enters M directly.
+//!
+//! Evicting: from M when M holds more than its share or S is empty, else from S. S's tail
+//! moves to M's head (count reset) when its count reached `move_threshold` (2), and the next
+//! tail is examined; the first that has not goes to G, and that is the one eviction.
+//!
+//! # libCacheSim
+//!
+//! This follows libCacheSim's `S3FIFO` (`cache/eviction/S3FIFO.c`, the version shipped with
+//! the `libcachesim` 0.3.5 wheel), whose miss counts it matches exactly on the cross-check
+//! traces (see `xcheck.rs`). Its details, which the paper leaves open:
+//! - shares: S = `floor(c x 0.1)`, M = `c - S`, G = `floor(c x 0.9)` units, all by size;
+//! - the ghost lookup happens in `get`, so the ghost is dropped even when the caller then
+//!   declines to insert; a count never resets on a hit, only on a move;
+//! - *warm-up*: until the first eviction, a new entry enters M instead of S once S is full,
+//!   so the cache fills completely before anything is evicted (the paper's S3-FIFO, libCacheSim's
+//!   `S3FIFOv0`, keeps inserting into S and starts evicting from it early);
+//! - an entry found in G enters M whatever its size.
+//!
+//! Units: the shares are fractions of the capacity in its own units, rounded down. Block mode
+//! over N blocks and object mode over N objects of 4096 bytes are therefore the same cache
+//! only when 10 divides N (otherwise object mode's S holds a fraction of an object more, and
+//! "S is full" and "M is over its share" trip at different counts); compare with libCacheSim
+//! in object mode (`capacity_bytes`), as for ARC.
+//!
+//! One deliberate difference: libCacheSim refuses an entry (not found in G) whose size is
+//! at least S's share (and, when it equals it, only after evicting to make room for it), so
+//! in block mode a cache below 20 blocks caches nothing. Here an entry larger than S's share
+//! enters M instead, and one of exactly S's size enters S, so every entry that fits in the
+//! cache is cached, as [`ReadPolicy::insert`] promises. On the cross-check traces no entry
+//! is that large (and block-mode caches are at least 20 blocks), so the miss counts agree.
+
+use super::list::{Link, List};
+use super::slab::Slab;
+use super::{Access, ReadPolicy};
+
+const SMALL: u8 = 0;
+const MAIN: u8 = 1;
+const GHOST: u8 = 2;
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    key: u64,
+    link: Link,
+    size: u32,
+    queue: u8,
+    count: u8,
+}
+
+impl_slot!(Entry);
+
+/// The ghost hit of the current request, kept from `get` for the `insert` that follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GhostHit {
+    key: u64,
+    now: u64,
+}
+
+/// S3-FIFO over a fixed arena (resident entries plus up to `ghost` x capacity of ghosts).
+#[derive(Clone, Debug)]
+pub struct S3Fifo {
+    slab: Slab<Entry>,
+    queues: [List; 3],
+    /// Units in each queue, indexed like `queues`.
+    sizes: [u64; 3],
+    small_cap: u64,
+    main_cap: u64,
+    ghost_cap: u64,
+    move_threshold: u8,
+    /// Whether anything was evicted yet (ends the warm-up).
+    has_evicted: bool,
+    ghost_hit: Option<GhostHit>,
+    resident: usize,
+    capacity: u64,
+}
+
+impl S3Fifo {
+    /// `capacity` units; S holds `small` of it, G `ghost` of it; an entry in S with count
+    /// `move_threshold` moves to M. Room for `entries` entries (resident + ghost).
+    pub fn new(capacity: u64, small: f64, ghost: f64, move_threshold: u8, entries: usize) -> Self {
+        let small_cap = (capacity as f64 * small) as u64;
+        S3Fifo {
+            slab: Slab::with_capacity(entries),
+            queues: [List::new(); 3],
+            sizes: [0; 3],
+            small_cap,
+            main_cap: capacity - small_cap,
+            ghost_cap: (capacity as f64 * ghost) as u64,
+            move_threshold,
+            has_evicted: false,
+            ghost_hit: None,
+            resident: 0,
+            capacity,
+        }
+    }
+
+    /// Detach `id` from its queue and unit count.
+    fn unlink(&mut self, id: u32) -> Entry {
+        let e = *self.slab.get(id);
+        self.queues[e.queue as usize].unlink(self.slab.nodes(), id);
+        self.sizes[e.queue as usize] -= u64::from(e.size);
+        e
+    }
+
+    fn push_front(&mut self, id: u32, queue: u8, count: u8) {
+        let e = self.slab.get_mut(id);
+        e.queue = queue;
+        e.count = count;
+        let size = u64::from(e.size);
+        self.queues[queue as usize].push_front(self.slab.nodes(), id);
+        self.sizes[queue as usize] += size;
+    }
+
+    #[inline]
+    fn used_units(&self) -> u64 {
+        self.sizes[SMALL as usize] + self.sizes[MAIN as usize]
+    }
+
+    /// Turn resident `id` (already unlinked) into a ghost, dropping the oldest ghosts to stay
+    /// within G's share; an entry larger than G is dropped outright.
+    fn make_ghost(&mut self, id: u32) {
+        self.resident -= 1;
+        let size = u64::from(self.slab.get(id).size);
+        if size > self.ghost_cap {
+            self.slab.remove(id);
+            return;
+        }
+        while self.sizes[GHOST as usize] + size > self.ghost_cap {
+            let Some(old) = self.queues[GHOST as usize].back() else {
+                break;
+            };
+            self.unlink(old);
+            self.slab.remove(old);
+        }
+        self.push_front(id, GHOST, 0);
+    }
+
+    /// Evict from S: move tails that earned it to M, send the first that did not to G.
+    /// Evicts nothing when every entry of S moves.
+    fn evict_small(&mut self, evicted: &mut Vec<u64>) {
+        while let Some(id) = self.queues[SMALL as usize].back() {
+            let e = self.unlink(id);
+            if e.count >= self.move_threshold {
+                self.push_front(id, MAIN, 0);
+            } else {
+                evicted.push(e.key);
+                self.make_ghost(id);
+                return;
+            }
+        }
+    }
+
+    /// Evict from M, a CLOCK with a 2-bit counter. Terminates: each re-queue lowers a count.
+    fn evict_main(&mut self, evicted: &mut Vec<u64>) {
+        while let Some(id) = self.queues[MAIN as usize].back() {
+            let e = self.unlink(id);
+            if e.count >= 1 {
+                self.push_front(id, MAIN, e.count.min(3) - 1);
+            } else {
+                self.slab.remove(id);
+                self.resident -= 1;
+                evicted.push(e.key);
+                return;
+            }
+        }
+    }
+
+    fn evict(&mut self, evicted: &mut Vec<u64>) {
+        self.has_evicted = true;
+        if self.sizes[MAIN as usize] > self.main_cap || self.queues[SMALL as usize].is_empty() {
+            self.evict_main(evicted);
+        } else {
+            self.evict_small(evicted);
+        }
+    }
+}
+
+impl ReadPolicy for S3Fifo {
+    fn name(&self) -> &'static str {
+        "s3fifo"
+    }
+
+    #[inline]
+    fn get(&mut self, acc: &Access<'_>) -> bool {
+        self.ghost_hit = None;
+        let Some(id) = self.slab.find(acc.key) else {
+            return false;
+        };
+        let e = self.slab.get_mut(id);
+        if e.queue != GHOST {
+            // Saturating: main's re-queue takes `min(count, 3) - 1` and the move
+            // threshold is a `u8`, so a count stuck at 255 decides the same as a larger one.
+            e.count = e.count.saturating_add(1);
+            return true;
+        }
+        self.unlink(id);
+        self.slab.remove(id);
+        self.ghost_hit = Some(GhostHit {
+            key: acc.key,
+            now: acc.now,
+        });
+        false
+    }
+
+    fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
+        let ghost = self
+            .ghost_hit
+            .take()
+            .is_some_and(|g| g.key == acc.key && g.now == acc.now);
+        let size = u64::from(acc.size);
+        if size > self.capacity {
+            return false;
+        }
+        debug_assert!(!self.contains(acc.key), "insert of a resident key");
+        while self.used_units() + size > self.capacity {
+            let before = self.resident;
+            self.evict(evicted);
+            if before == 0 {
+                break;
+            }
+        }
+        let queue = if ghost
+            || size > self.small_cap
+            || (!self.has_evicted && self.sizes[SMALL as usize] >= self.small_cap)
+        {
+            MAIN
+        } else {
+            SMALL
+        };
+        let id = self.slab.insert(Entry {
+            key: acc.key,
+            link: Link::DETACHED,
+            size: acc.size,
+            queue,
+            count: 0,
+        });
+        self.push_front(id, queue, 0);
+        self.resident += 1;
+        debug_assert!(self.used_units() <= self.capacity);
+        true
+    }
+
+    ghost_policy_accessors!(|e| e.queue != GHOST);
+
+    fn used(&self) -> u64 {
+        self.used_units()
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        self.slab.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{hits, run_evictions};
+    use super::*;
+
+    #[test]
+    fn worked_example() {
+        // Capacity 20 blocks: S = 2, M = 18, G = 18. Queues head .. tail, counts after ':'.
+        // (libCacheSim 0.3.5's `S3FIFO(20)` with every obj_size 1 gives the same hits.)
+        //  0..19 miss: 0 and 1 enter S; S is then full and nothing was evicted yet, so
+        //     2..19 enter M (warm-up)                S=[1 0]  M=[19 .. 2]
+        //  #20 0 hit (0:1), #21 0 hit (0:2), #22 5 hit (5:1)
+        //  #23 20 miss: M (18) is not over its share and S is not empty: evict from S. Its
+        //     tail 0:2 reached the threshold and moves to M's head (0:0); the next tail 1:0
+        //     goes to G: evicted. 20 enters S.       S=[20]  M=[0 19 .. 2]  G=[1]
+        //  #24 21 miss: M holds 19 > 18: evict from M, whose tail 2:0 goes.
+        //                                            S=[21 20]  M=[0 19 .. 3]
+        //  #25 1 miss, found in G (the ghost goes): it will enter M. Room: M = 18 is not
+        //     over and S is not empty: S's tail 20:0 goes to G. 1 enters M's head.
+        //                                            S=[21]  M=[1 0 19 .. 3]  G=[20]
+        //  #26 22 miss: M = 19 > 18: M's tail 3 goes. 22 enters S.  S=[22 21]
+        //  #27 23 miss: M = 18, S not empty: S's tail 21 to G.      S=[23 22]
+        //  #28 4 hit (M, 4:1)
+        //  #29 24, #30 25, #31 26 miss: each sends S's tail to G: 22, 23, 24.
+        let mut p = S3Fifo::new(20, 0.1, 0.9, 2, 64);
+        let mut keys: Vec<u64> = (0..20).collect();
+        keys.extend([0, 0, 5, 20, 21, 1, 22, 23, 4, 24, 25, 26]);
+        let (h, ev) = run_evictions(&mut p, &keys);
+        let hit_at: Vec<usize> = (0..h.len()).filter(|&i| h[i]).collect();
+        assert_eq!(hit_at, [20, 21, 22, 28]);
+        assert_eq!(ev, [1, 2, 20, 3, 21, 22, 23, 24]);
+        assert_eq!(p.len(), 20);
+        assert!(p.contains(0) && p.contains(1) && p.contains(5) && p.contains(4));
+        // G holds 24 23 22 21 20: a miss on 20 enters M.
+        assert!(!p.contains(20));
+    }
+
+    #[test]
+    fn main_is_a_clock_with_a_two_bit_counter() {
+        // Capacity 20 as above. 2 is hit five times (2:5) and 0 twice (0:2).
+        //  #27 20 miss: from S: 0:2 moves to M (M = 19), 1 to G. 20 enters S.
+        //  #28 21 miss: M = 19 > 18: from M. Tail 2:5 is re-queued at the head with
+        //     min(5, 3) - 1 = 2; tail 3:0 goes.      M=[2:2 0 19 .. 4]
+        let mut p = S3Fifo::new(20, 0.1, 0.9, 2, 64);
+        let mut keys: Vec<u64> = (0..20).collect();
+        keys.extend([2, 2, 2, 2, 2, 0, 0, 20, 21]);
+        let (_, ev) = run_evictions(&mut p, &keys);
+        assert_eq!(ev, [1, 3]);
+        let e = p.slab.get(p.slab.find(2).expect("2 resident"));
+        assert_eq!((e.queue, e.count), (MAIN, 2));
+        assert_eq!(
+            p.queues[MAIN as usize].iter_back(p.slab.nodes()).last(),
+            Some(p.slab.find(2).unwrap())
+        );
+    }
+
+    #[test]
+    fn an_entry_too_large_for_s_enters_m() {
+        // Object mode, capacity 100: S = 10. A 5-byte entry enters S; an 11-byte one cannot
+        // fit in S and enters M (libCacheSim refuses it).
+        let mut p = S3Fifo::new(100, 0.1, 0.9, 2, 8);
+        assert_eq!(hits(&mut p, &[(1, 5), (2, 11)]), [false, false]);
+        assert!(p.contains(1) && p.contains(2));
+        assert_eq!(p.used(), 16);
+        assert_eq!(p.sizes, [5, 11, 0]);
+    }
+}
