@@ -42,11 +42,11 @@ WB = {
 ORDERS = ["lrw", "cscan", "wow", "stow"]
 
 
-def fio_lat(uri: str, qd: int, size: int, runtime: float) -> dict[str, float]:
+def fio_lat(uri: str, qd: int, size: int, runtime: float, extra: tuple[str, ...] = ()) -> dict[str, float]:
     argv = [
         "fio", "--name=b", "--ioengine=nbd", f"--uri={uri}", "--rw=randwrite", "--bs=4k",
         f"--iodepth={qd}", f"--size={size}", "--time_based", f"--runtime={runtime}",
-        "--output-format=json", "--randrepeat=1", "--norandommap", "--lat_percentiles=1",
+        "--output-format=json", "--randrepeat=1", "--norandommap", "--lat_percentiles=1", *extra,
     ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=runtime + 120, check=False)
     if out.returncode != 0:
@@ -72,31 +72,36 @@ def part1(root: Path, where: str, member_mib: int, runtime: float, repeat: int) 
     size = 4 * member_mib << 20
     results: dict[str, dict[str, dict[str, float]]] = {}
     try:
-        targets: list[tuple[str, str]] = []
+        # (name, URI, extra fio options): "flush each" sends an NBD FLUSH after every write,
+        # which makes each write durable when it is answered, as the backups do.
+        targets: list[tuple[str, str, tuple[str, ...]]] = []
         for name, extra in WB.items():
             d = root / name.replace(" ", "-").replace("+", "-")
             make_array(d, member_mib)
             port = free_port()
             servers.start([*RAIDLAB, "serve", str(d), "--listen", f"127.0.0.1:{port}", *extra], ready="accepting connections")
-            targets.append((name, f"nbd://127.0.0.1:{port}"))
+            targets.append((name, f"nbd://127.0.0.1:{port}", ()))
+            if name == "write-through":
+                targets.append(("write-through, flush each", f"nbd://127.0.0.1:{port}", ("--fsync=1",)))
         raw = root / "raw.img"
         with open(raw, "wb") as f:
             f.truncate(size)
         port = free_port()
         servers.start(["nbdkit", "-f", "-p", str(port), "-i", "127.0.0.1", "file", str(raw)])
         wait_port(port)
-        targets.append(("nbdkit file", f"nbd://127.0.0.1:{port}"))
-        for name, _ in targets:
+        targets.append(("nbdkit file", f"nbd://127.0.0.1:{port}", ()))
+        targets.append(("nbdkit file, flush each", f"nbd://127.0.0.1:{port}", ("--fsync=1",)))
+        for name, _, _ in targets:
             results[name] = {}
         for qd in (1, 32):
             label = f"qd{qd}"
             for _ in range(repeat):
-                for name, uri in targets:
-                    r = fio_lat(uri, qd, size, runtime)
+                for name, uri, fx in targets:
+                    r = fio_lat(uri, qd, size, runtime, fx)
                     best = results[name].get(label)
                     if best is None or r["iops"] > best["iops"]:
                         results[name][label] = r
-            for name, _ in targets:
+            for name, _, _ in targets:
                 r = results[name][label]
                 print(f"  [{where}] {name:16} randwrite 4k {label:5} {r['iops']:>9,.0f} IOPS  mean {r['mean_us']:>8,.1f} us  p99 {r['p99_us']:>9,.1f} us", file=sys.stderr)
     finally:
