@@ -1,6 +1,7 @@
 //! The request paths of the write-back cache: read (cache first), write (absorb, stage in
 //! the backup, group commit, then answer), write-through, zeroes, FLUSH and the drain.
 
+use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
@@ -9,16 +10,44 @@ use super::format::{RecKind, RecMeta};
 use super::{BackupKind, Inner, Live, Mode, PageBufs, Ver, WriteBack, BLOCK, ROOM_WAITS_MAX};
 use crate::ctrl::IoFail;
 
+thread_local! {
+    /// Per worker thread, reused by every request (no allocation per request): the runs of
+    /// a read the cache does not hold, and the records a write supersedes.
+    static RUNS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+    static SUPERSEDED: RefCell<Vec<Handle>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Run `f` with the thread's scratch list `key`, emptied first and kept for the next call.
+fn with_scratch<T: 'static, R>(
+    key: &'static std::thread::LocalKey<RefCell<Vec<T>>>,
+    f: impl FnOnce(&mut Vec<T>) -> R,
+) -> R {
+    let mut v = key.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    v.clear();
+    let r = f(&mut v);
+    key.with(|c| *c.borrow_mut() = v);
+    r
+}
+
 impl WriteBack {
     /// Read `buf.len()` bytes at `offset`: cached pages from the cache, the rest from the
     /// array.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), IoFail> {
         self.ctl.check_range(offset, buf.len() as u64)?;
+        with_scratch(&RUNS, |runs| self.read_with(offset, buf, runs))
+    }
+
+    /// `read`, with `runs` to collect the runs of pages the cache does not hold, as (first
+    /// page index, pages).
+    fn read_with(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        runs: &mut Vec<(u64, u64)>,
+    ) -> Result<(), IoFail> {
         let first = offset / BLOCK as u64;
         let count = (buf.len() / BLOCK) as u64;
         self.counters.read_pages.fetch_add(count, Ordering::Relaxed);
-        // Runs of pages the cache does not hold, as (first page index, pages).
-        let mut runs: Vec<(u64, u64)> = Vec::new();
         {
             let mut g = self.lock();
             if g.cache.occupied() == 0 {
@@ -54,7 +83,7 @@ impl WriteBack {
                     .fetch_add(hits, Ordering::Relaxed);
             }
         }
-        for (s, n) in runs {
+        for &(s, n) in runs.iter() {
             let b = &mut buf[s as usize * BLOCK..(s + n) as usize * BLOCK];
             self.ctl.read(offset + s * BLOCK as u64, b)?;
         }
@@ -78,7 +107,20 @@ impl WriteBack {
         if self.kind == BackupKind::None && fua {
             return self.write_through(first, data, true);
         }
-        let mut superseded: Vec<Handle> = Vec::new();
+        with_scratch(&SUPERSEDED, |superseded| {
+            self.write_cached(first, count, data, fua, superseded)
+        })
+    }
+
+    /// `write` through the cache; `superseded` collects the older records to release.
+    fn write_cached(
+        &self,
+        first: u64,
+        count: u64,
+        data: &[u8],
+        fua: bool,
+        superseded: &mut Vec<Handle>,
+    ) -> Result<(), IoFail> {
         let mut done = 0u64;
         let mut lost = false;
         {
@@ -133,7 +175,7 @@ impl WriteBack {
             // What this write put in the cache is durable only once it is on the members.
             self.drain_all()?;
         } else if let Some(b) = &self.backup {
-            for h in superseded {
+            for &h in superseded.iter() {
                 b.release(h, true);
             }
         }
