@@ -120,3 +120,58 @@ fn rebuild_needs_a_failed_disk_not_yet_rebuilding() {
         vec![(0, Op::Read, 1), (1, Op::Read, 1), (3, Op::Read, 1)]
     );
 }
+
+/// The miss-cost oracle while a disk rebuilds is the planner's answer, block by block: a
+/// rebuilt row of the failed disk costs 1 again (redirected) or keeps its penalty (not).
+#[test]
+fn the_oracle_charges_what_the_planner_reads_row_by_row() {
+    use crate::cache::read::MissCost;
+    let mut plan = Plan::default();
+    // RAID-5 of 4, rows 0-2 of disk 1 rebuilt: block 1 (disk 1, row 0) and block 5 (disk 1,
+    // row 1) are rebuilt, block 13 (disk 1, row 4) is not.
+    for (redirect, want) in [(true, [1, 1, 3]), (false, [3, 3, 3])] {
+        let a = rebuilding(redirect);
+        for (lba, cost) in [1u64, 5, 13].into_iter().zip(want) {
+            assert_eq!(a.disk_of(lba), 1, "block {lba}");
+            a.plan_read(lba, &mut plan);
+            assert_eq!(
+                (a.cost_of(lba), plan.read_blocks()),
+                (cost, u64::from(cost)),
+                "block {lba}"
+            );
+        }
+        assert_eq!(a.penalty(1), 3);
+    }
+    // RAID-6 of 6 left-symmetric (row 0 = [Q 0 1 2 3 P]), disks 1 and 2 failed, disk 1
+    // rebuilding with row 0 rebuilt: block 0 (disk 1) is read from the replacement (1);
+    // block 1 (disk 2) is the row's only loss, solved from P and the other data (4 = n - 2,
+    // Q skipped); in row 1 both are lost and every read needs 4 survivors.
+    let mut a = Array::new(&spec(Level::Raid6, 6, Layout::LeftSymmetric, 1, &[1, 2])).unwrap();
+    a.start_rebuild(1, 8, true, "events[0].rebuild").unwrap();
+    a.mark_rebuilt(1, 0);
+    for (lba, disk, cost) in [(0u64, 1u32, 1u32), (1, 2, 4), (2, 3, 1)] {
+        assert_eq!(a.disk_of(lba), disk, "block {lba}");
+        a.plan_read(lba, &mut plan);
+        assert_eq!(
+            (a.cost_of(lba), plan.read_blocks()),
+            (cost, u64::from(cost)),
+            "block {lba}"
+        );
+    }
+    a.plan_read(1, &mut plan);
+    assert!(
+        ops(&plan).iter().all(|&(d, _, _)| d != 0),
+        "Q (disk 0) skipped: {:?}",
+        ops(&plan)
+    );
+    for lba in 4..8 {
+        a.plan_read(lba, &mut plan);
+        let loc = a.locate(lba);
+        let want = if a.is_failed(loc.disk) { 4 } else { 1 };
+        assert_eq!(
+            (a.cost_of(lba), plan.read_blocks()),
+            (want, u64::from(want)),
+            "block {lba}"
+        );
+    }
+}
