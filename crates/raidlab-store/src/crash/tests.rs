@@ -121,7 +121,9 @@ fn pick_write(r: &mut ChaCha8Rng, blocks: u64, bpu: u64, per_row: u64) -> (u64, 
     (first, count.min(blocks - first))
 }
 
-fn record(cfg: &Config) -> Run {
+/// Create the configuration's array (a spare too when it rebuilds) in a fresh scratch
+/// directory; returns it and the members' paths.
+fn create_array(cfg: &Config) -> (Scratch, Vec<PathBuf>) {
     let dir = Scratch::new(cfg.tag);
     let spec = CreateSpec {
         dir: dir.0.clone(),
@@ -137,6 +139,60 @@ fn record(cfg: &Config) -> Run {
     };
     format::create(&spec).expect("create");
     let paths = format::read_manifest(&dir.0).expect("manifest");
+    (dir, paths)
+}
+
+/// A controller over the recorded devices of `a`, as `serve` builds one.
+fn recorded_controller(a: &format::Assembled) -> Controller {
+    let ctl = Controller::new(
+        a.shape.clone(),
+        a.devs.clone(),
+        Vec::new(),
+        None,
+        a.events,
+        Box::new(SuperblockSink::from_assembled(a)),
+        Options::default(),
+    )
+    .expect("controller");
+    ctl.assume_clean(a.clean);
+    ctl.init_intent(a.dirty_regions.clone());
+    ctl
+}
+
+/// The set-up failures: slot 1 failed (degraded, rebuilding) and a spare added
+/// (rebuilding). Returns the index of the ack after which the rebuild is recorded.
+fn fail_and_spare(
+    cfg: &Config,
+    ctl: &Controller,
+    j: &SharedJournal,
+    spare: Option<Arc<dyn Member>>,
+) -> Option<usize> {
+    if cfg.setup != Setup::Healthy {
+        ctl.fail_member(1, "crash test")
+            .expect("one failure is survived");
+        ack(j, SETUP_ACK);
+    }
+    let sp = spare?;
+    ctl.add_spare(sp).expect("add spare");
+    let at = ack(j, SETUP_ACK + 1);
+    assert!(ctl.rebuild_progress().is_some(), "the rebuild started");
+    Some(at)
+}
+
+/// Rebuild a unit now and then, and stop short of the end so the crash finds the rebuild
+/// in progress; checkpoint now and then (every second while rebuilding).
+fn rebuild_tick(cfg: &Config, ctl: &Controller, r: &mut ChaCha8Rng, rows: u64, rebuilt: &mut u64) {
+    if cfg.setup == Setup::Rebuilding && *rebuilt + 3 < rows && r.next_u32().is_multiple_of(3) {
+        ctl.rebuild_step(1);
+        *rebuilt += 1;
+        if r.next_u32().is_multiple_of(3) {
+            ctl.checkpoint();
+        }
+    }
+}
+
+fn record(cfg: &Config) -> Run {
+    let (dir, paths) = create_array(cfg);
     // What a run or a recovery writes: superblock and bitmap, and the data area.
     let extents = vec![
         (0, 16 << 10),
@@ -156,32 +212,10 @@ fn record(cfg: &Config) -> Run {
     a2.devs = a.devs.iter().map(|d| d.as_ref().map(wrap)).collect();
     a2.spares = Vec::new();
     let spare: Option<Arc<dyn Member>> = a.spares.first().map(wrap);
-    let ctl = Controller::new(
-        a2.shape.clone(),
-        a2.devs.clone(),
-        Vec::new(),
-        None,
-        a2.events,
-        Box::new(SuperblockSink::from_assembled(&a2)),
-        Options::default(),
-    )
-    .expect("controller");
-    ctl.assume_clean(a2.clean);
-    ctl.init_intent(a2.dirty_regions.clone());
-
+    let ctl = recorded_controller(&a2);
     let mut r = rng(cfg.seed);
     let mut model = Model::default();
-    let mut rebuild_started = None;
-    if cfg.setup != Setup::Healthy {
-        ctl.fail_member(1, "crash test")
-            .expect("one failure is survived");
-        ack(&j, SETUP_ACK);
-    }
-    if let Some(sp) = spare {
-        ctl.add_spare(sp).expect("add spare");
-        rebuild_started = Some(ack(&j, SETUP_ACK + 1));
-        assert!(ctl.rebuild_progress().is_some(), "the rebuild started");
-    }
+    let rebuild_started = fail_and_spare(cfg, &ctl, &j, spare);
     let blocks = ctl.size_bytes() / BLOCK as u64;
     let bpu = u64::from(ctl.geo.blocks_per_stripe_unit());
     let per_row = ctl.geo.blocks_per_stripe();
@@ -215,16 +249,7 @@ fn record(cfg: &Config) -> Run {
             // The background's lazy clearing, as if the regions had been idle for 2 s.
             ctl.intent_clear_idle(true);
         }
-        // Rebuild a unit now and then, and stop short of the end so the crash finds the
-        // rebuild in progress.
-        if cfg.setup == Setup::Rebuilding && rebuilt + 3 < rows && r.next_u32().is_multiple_of(3) {
-            ctl.rebuild_step(1);
-            rebuilt += 1;
-            if r.next_u32().is_multiple_of(3) {
-                // The periodic checkpoint (every second while rebuilding).
-                ctl.checkpoint();
-            }
-        }
+        rebuild_tick(cfg, &ctl, &mut r, rows, &mut rebuilt);
     }
     let rebuild_done =
         (cfg.setup == Setup::Rebuilding && ctl.rebuild_progress().is_none()).then(|| position(&j));

@@ -34,21 +34,7 @@ struct WbConfig {
 
 fn wb_record(cfg: &WbConfig) -> Run {
     let base = &cfg.base;
-    let dir = Scratch::new(base.tag);
-    let spec = CreateSpec {
-        dir: dir.0.clone(),
-        name: "crash".into(),
-        level: base.level,
-        layout: Layout::LeftSymmetric,
-        disks: base.disks,
-        chunk_bytes: CHUNK,
-        member_data_bytes: MEMBER_DATA,
-        spares: u32::from(base.setup == Setup::Rebuilding),
-        members: None,
-        force: false,
-    };
-    format::create(&spec).expect("create");
-    let mut paths = format::read_manifest(&dir.0).expect("manifest");
+    let (dir, mut paths) = create_array(base);
     let backup_path = dir.0.join("wb-backup.img");
     std::fs::File::create(&backup_path)
         .and_then(|f| f.set_len(BACKUP_FILE))
@@ -83,20 +69,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
     let mut a2 = a.clone();
     a2.devs = a.devs.iter().map(|d| d.as_ref().map(wrap)).collect();
     let spare: Option<Arc<dyn Member>> = a.spares.first().map(wrap);
-    let ctl = Arc::new(
-        Controller::new(
-            a2.shape.clone(),
-            a2.devs.clone(),
-            Vec::new(),
-            None,
-            a2.events,
-            Box::new(SuperblockSink::from_assembled(&a2)),
-            Options::default(),
-        )
-        .expect("controller"),
-    );
-    ctl.assume_clean(a2.clean);
-    ctl.init_intent(a2.dirty_regions.clone());
+    let ctl = Arc::new(recorded_controller(&a2));
     let bdev: Arc<dyn Member> =
         Arc::new(crate::member::FileMember::open(&backup_path.to_string_lossy()).expect("backup"));
     let bdev = wrap(&bdev);
@@ -144,16 +117,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
 
     let mut r = rng(base.seed);
     let mut model = Model::default();
-    let mut rebuild_started = None;
-    if base.setup != Setup::Healthy {
-        ctl.fail_member(1, "crash test")
-            .expect("one failure is survived");
-        ack(&j, SETUP_ACK);
-    }
-    if let Some(sp) = spare {
-        ctl.add_spare(sp).expect("add spare");
-        rebuild_started = Some(ack(&j, SETUP_ACK + 1));
-    }
+    let rebuild_started = fail_and_spare(base, &ctl, &j, spare);
     let blocks = ctl.size_bytes() / BLOCK as u64;
     let bpu = u64::from(ctl.geo.blocks_per_stripe_unit());
     let per_row = ctl.geo.blocks_per_stripe();
@@ -200,13 +164,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
         } else if roll < 55 {
             ctl.intent_clear_idle(true);
         }
-        if base.setup == Setup::Rebuilding && rebuilt + 3 < rows && r.next_u32().is_multiple_of(3) {
-            ctl.rebuild_step(1);
-            rebuilt += 1;
-            if r.next_u32().is_multiple_of(3) {
-                ctl.checkpoint();
-            }
-        }
+        rebuild_tick(base, &ctl, &mut r, rows, &mut rebuilt);
     }
     let rebuild_done =
         (base.setup == Setup::Rebuilding && ctl.rebuild_progress().is_none()).then(|| position(&j));

@@ -311,15 +311,7 @@ impl Controller {
     /// Write zeros over a range (NBD WRITE_ZEROES and TRIM), in bounded pieces.
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), IoFail> {
         self.check_range(offset, len)?;
-        const PIECE: u64 = 1 << 20;
-        static ZEROS: [u8; PIECE as usize] = [0; PIECE as usize];
-        let mut at = offset;
-        while at < offset + len {
-            let n = PIECE.min(offset + len - at);
-            self.write(at, &ZEROS[..n as usize], fua)?;
-            at += n;
-        }
-        Ok(())
+        zero_pieces(offset, len, |at, zeros| self.write(at, zeros, fua))
     }
 
     /// fdatasync the members of `which`; one that fails its sync is failed.
@@ -457,4 +449,22 @@ impl Controller {
             Ok(failed)
         })
     }
+}
+
+/// Call `write(at, zeros)` over `offset..offset + len` in pieces of at most 1 MiB of zeros
+/// (bounded: one call per MiB), stopping at the first error.
+pub(crate) fn zero_pieces(
+    offset: u64,
+    len: u64,
+    mut write: impl FnMut(u64, &'static [u8]) -> Result<(), IoFail>,
+) -> Result<(), IoFail> {
+    const PIECE: u64 = 1 << 20;
+    static ZEROS: [u8; PIECE as usize] = [0; PIECE as usize];
+    let mut at = offset;
+    while at < offset + len {
+        let n = PIECE.min(offset + len - at);
+        write(at, &ZEROS[..n as usize])?;
+        at += n;
+    }
+    Ok(())
 }

@@ -304,25 +304,13 @@ impl WriteBack {
     /// never replays older bytes over them), in bounded pieces.
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), IoFail> {
         self.ctl.check_range(offset, len)?;
-        const PIECE: u64 = 256 << 10;
-        static ZEROS: [u8; PIECE as usize] = [0; PIECE as usize];
         if self.kind == BackupKind::None {
             // No backup to replay anything: zero the members directly.
-            let mut at = offset;
-            while at < offset + len {
-                let n = PIECE.min(offset + len - at);
-                self.write_through(at / BLOCK as u64, &ZEROS[..n as usize], fua)?;
-                at += n;
-            }
-            return Ok(());
+            return crate::ctrl::io::zero_pieces(offset, len, |at, zeros| {
+                self.write_through(at / BLOCK as u64, zeros, fua)
+            });
         }
-        let mut at = offset;
-        while at < offset + len {
-            let n = PIECE.min(offset + len - at);
-            self.write(at, &ZEROS[..n as usize], fua)?;
-            at += n;
-        }
-        Ok(())
+        crate::ctrl::io::zero_pieces(offset, len, |at, zeros| self.write(at, zeros, fua))
     }
 
     /// NBD FLUSH: every write answered before it is durable. With a backup they already are

@@ -81,6 +81,33 @@ impl MirrorBackup {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A mirror of `slots` records in `epoch`, every slot free.
+    fn with_state(
+        dev: Arc<dyn Member>,
+        uuid: [u8; 16],
+        slots: u64,
+        epoch: u64,
+        generation: u64,
+    ) -> MirrorBackup {
+        MirrorBackup {
+            dev,
+            uuid,
+            slots,
+            st: Mutex::new(State {
+                epoch,
+                generation,
+                free: free_list(slots),
+                unsynced_clears: false,
+                failed: None,
+                stats: BackupStats {
+                    capacity: slots,
+                    ..Default::default()
+                },
+            }),
+            gc: GroupCommit::default(),
+        }
+    }
+
     /// Lay out a fresh mirror of `slots` records on `dev` for the array `uuid`. The epoch
     /// continues after `after_epoch` (the previous backup's, if any), so no record written
     /// before can be taken as this epoch's. Durable on return.
@@ -117,23 +144,7 @@ impl MirrorBackup {
             s.generation = generation;
             write_super(&dev, 0, &s).map_err(|e| bad(dev.path(), e))?;
         }
-        Ok(MirrorBackup {
-            dev,
-            uuid,
-            slots,
-            st: Mutex::new(State {
-                epoch,
-                generation: 2,
-                free: free_list(slots),
-                unsynced_clears: false,
-                failed: None,
-                stats: BackupStats {
-                    capacity: slots,
-                    ..Default::default()
-                },
-            }),
-            gc: GroupCommit::default(),
-        })
+        Ok(MirrorBackup::with_state(dev, uuid, slots, epoch, 2))
     }
 
     /// Open an existing mirror of the array `uuid` for recovery. `Ok(None)` when the device
@@ -169,23 +180,13 @@ impl MirrorBackup {
                 ),
             ));
         }
-        Ok(Some(MirrorBackup {
+        Ok(Some(MirrorBackup::with_state(
             dev,
             uuid,
             slots,
-            st: Mutex::new(State {
-                epoch: s.epoch,
-                generation: s.generation,
-                free: free_list(slots),
-                unsynced_clears: false,
-                failed: None,
-                stats: BackupStats {
-                    capacity: slots,
-                    ..Default::default()
-                },
-            }),
-            gc: GroupCommit::default(),
-        }))
+            s.epoch,
+            s.generation,
+        )))
     }
 
     fn fail(&self, st: &mut State, e: &io::Error) -> io::Error {
