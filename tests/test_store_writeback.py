@@ -200,3 +200,42 @@ def test_logical_log_with_a_failed_member_falls_back_to_a_mirror(tmp_path: Path,
     qemu_io(srv.uri, "read -P 0x61 0 1M")
     qemu_io(srv.uri, "read -P 0x62 1M 1M")
     srv.stop()
+
+
+def test_a_crash_during_recovery_is_just_another_crash(tmp_path: Path, store_servers: ServerPool, clients: None) -> None:  # noqa: F811
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from store_fixtures import CLI_ENV, free_port, raidlab_cmd
+
+    d = make(tmp_path)
+    args = wb_args("log", mib=8, thresholds="99/98")
+    srv = store_servers.start(d, *args)
+    qemu_io(srv.uri, "write -P 0x71 0 6M")
+    assert status(d)["write_cache"]["destages"] == 0
+    srv.kill()
+    # Restarts killed while they replay the log, at growing delays (bounded: 4 tries).
+    for delay in (0.15, 0.3, 0.5, 0.8):
+        with open(tmp_path / "killed.log", "ab") as err:
+            p = subprocess.Popen(
+                [*raidlab_cmd(), "serve", str(d), "--listen", f"127.0.0.1:{free_port()}", *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=CLI_ENV,
+                start_new_session=True,
+            )
+        time.sleep(delay)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(timeout=30)
+    srv = store_servers.start(d)
+    assert "write-cache backup replayed" in srv.log(), srv.log()
+    qemu_io(srv.uri, "read -P 0x71 0 6M")
+    wait_until(lambda: status(d)["resync"]["pending_regions"] == 0, 60, "the resync")
+    assert check(d)["mismatches"] == 0
+    srv.stop()
