@@ -45,10 +45,12 @@ class LazyProgress:
             self.bar.stop()
 
 
-def run_with_progress(config: api.Config, console: Console, label: str, threads: int | None) -> api.Result:
+def run_with_progress(
+    config: api.Config, console: Console, label: str, threads: int | None, overrides: dict[str, Any] | None = None
+) -> api.Result:
     progress = LazyProgress(console, label)
     try:
-        return api.run(config, threads=threads, progress=progress)
+        return api.run(config, threads=threads, progress=progress, overrides=overrides)
     finally:
         progress.close()
 

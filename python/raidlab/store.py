@@ -241,7 +241,10 @@ def query(out: Path, sql: str) -> Any:
     try:
         return con.execute(sql).df()
     except duckdb.Error as e:
-        err = StoreError(f"{out}: query failed: {e}")
+        hint = ""
+        if "." in sql and ("not found" in str(e) or "does not have a column" in str(e)):
+            hint = ' (config columns have dotted names: quote them, SELECT "cache.policy" FROM runs)'
+        err = StoreError(f"{out}: query failed: {e}{hint}")
         err.file = str(out)
         raise err from None
     finally:

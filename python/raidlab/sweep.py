@@ -105,7 +105,9 @@ def execute(task: Task, out: str) -> tuple[str, str, str, dict[str, Any]]:
     attributes)``; errors are returned as data because the core's exception classes do not
     cross process boundaries."""
     try:
-        (_, metrics, _), *_ = _core.run(task.config, None, task.base_dir, 1, None)
+        (_, metrics, _, err), *_ = _core.run(task.config, None, task.base_dir, 1, None)
+        if err is not None:
+            raise err
         store.write_run(Path(out), task.run_id, task.name, task.tree, json.loads(metrics))
         return ("done", "", "", {})
     except (KeyboardInterrupt, SystemExit):
