@@ -319,3 +319,38 @@ def test_the_readme_first_example_is_quick_and_fits(capsys) -> None:
     assert_fits(out)
     assert len(out.splitlines()) < 25
     assert "run examples/quickstart.toml" in (REPO / "README.md").read_text()
+
+
+# ---- reproduce ----------------------------------------------------------------------------
+
+
+def test_reproduce_lists_experiments_from_any_directory(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAIDLAB_EXPERIMENTS", raising=False)
+    assert main(["reproduce"]) == 0
+    out = capsys.readouterr().out
+    assert "vdf-rgr" in out and "RGR" in out
+    assert_fits(out)
+    assert main(["reproduce", "vdf-rgx"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "did you mean vdf-rgr" in err and "known:" in err
+
+
+# ---- result store -------------------------------------------------------------------------
+
+
+def test_store_keeps_resolved_values_experiment_and_every_view(tmp_path, capsys, monkeypatch) -> None:
+    from raidlab.store import query
+
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, SWEEP, "grid.toml")
+    assert main(["sweep", str(path), "--workers", "1"]) == 0
+    assert "results/grid" in capsys.readouterr().out  # one store per experiment by default
+    store = tmp_path / "results" / "grid"
+    frame = query(store, 'SELECT experiment, config_hash, "workload.block_size", "array.stripe_unit", "run.mode" FROM runs')
+    assert len(frame) == 6 and set(frame["experiment"]) == {"grid"}
+    assert frame["config_hash"].str.fullmatch(r"[0-9a-f]{16}").all() and frame["config_hash"].is_unique
+    assert (frame["workload.block_size"] == 4096).all() and (frame["array.stripe_unit"] == 65536).all()
+    assert set(frame["run.mode"]) == {"count"}
+    for view in ("series", "ramp", "errors"):  # present, and empty, in a counting-mode store
+        assert len(query(store, f"SELECT * FROM {view}")) == 0

@@ -298,6 +298,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from raidlab.sweep import sweep
 
     bar = SweepBar(console, Path(args.experiment).name)
+    if args.out is None:
+        args.out = str(Path("results") / Path(args.experiment).stem)
     try:
         frame = sweep(
             args.experiment,
@@ -395,11 +397,19 @@ def cmd_results(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
-    from raidlab.reproduce import reproduce
+    from raidlab.reproduce import experiments_dir, known, reproduce
 
+    where = experiments_dir(args.experiments)
+    if args.name is None:
+        found = known(where)
+        if not found:
+            raise _core.ConfigError(f"no experiment files in {where} (give --experiments DIR)")
+        console.print(f"experiments in {escape(str(where))} (raidlab reproduce NAME runs NAME*.toml):", highlight=False)
+        fit.print_table(console, "name", [n for n, _ in found], [fit.Column("title", [t or "-" for _, t in found], numeric=False)])
+        return 0
     report = reproduce(
         args.name,
-        experiments_dir=Path(args.experiments),
+        experiments_dir=where,
         out_dir=Path(args.out),
         skip_traces=args.skip_traces,
         threads=deprecated_workers(args, console),
@@ -468,7 +478,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("experiment", help="experiment TOML file ([sweep], [[sweep.zip]], [[runs]])")
     w.add_argument("--workers", type=positive_int, default=None, help="local worker processes (default: cores)")
     w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
-    w.add_argument("--out", default="results", help="result store directory (default: results)")
+    w.add_argument("--out", default=None, help="result store directory (default: results/EXPERIMENT, one store per experiment file)")
     w.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
     w.set_defaults(func=cmd_sweep)
 
@@ -489,9 +499,13 @@ def parser() -> argparse.ArgumentParser:
     ):
         c = sub.add_parser(name, help=helptext)
         if name == "reproduce":
-            c.add_argument("name")
+            c.add_argument("name", nargs="?", help="experiment name (without it: list the experiments)")
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
-        c.add_argument("--experiments", default="experiments", help="directory of experiment files")
+        c.add_argument(
+            "--experiments",
+            default=None,
+            help="directory of experiment files (default: $RAIDLAB_EXPERIMENTS, ./experiments, else the repository's)",
+        )
         c.add_argument("--out", default="results", help="directory for reports (and result stores: OUT/NAME/store)")
         c.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: cores)")
         c.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)

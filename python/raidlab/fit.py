@@ -40,6 +40,14 @@ class Column:
         head = max(words) if self.wrap_header else len(self.header)
         return max([head, *(len(c) for c in self.cells)])
 
+    @property
+    def min_width(self) -> int:
+        """Numbers need their whole width; text may wrap between words (down to 16)."""
+        if self.numeric:
+            return self.width
+        words = [len(w) for c in [self.header, *self.cells] for w in c.split()] or [0]
+        return min(self.width, max(max(words), 16))
+
 
 def table_width(label_width: int, widths: Sequence[int]) -> int:
     """Width of a rich table (default box) with a label column and ``widths``."""
@@ -54,14 +62,14 @@ def groups(width: int, label_width: int, columns: Sequence[Column], word: int = 
     out: list[list[Column]] = []
     current: list[Column] = []
     for c in columns:
-        if table_width(need, [x.width for x in [*current, c]]) <= width:
+        if table_width(need, [x.min_width for x in [*current, c]]) <= width:
             current.append(c)
             continue
         if not current:
             return None
         out.append(current)
         current = [c]
-        if table_width(need, [c.width]) > width:
+        if table_width(need, [c.min_width]) > width:
             return None
     if current:
         out.append(current)
@@ -87,19 +95,24 @@ def print_table(
         print_pairs(console, labels, columns, title)
         return
     for i, part in enumerate(parts):
-        widths = [c.width for c in part]
-        room = width - table_width(0, widths)
+        widths = [c.min_width for c in part]
+        label = max(1, min(label_width, width - table_width(0, widths)))
+        spare = width - table_width(label, widths)
+        for j, c in enumerate(part):  # text columns grow back toward their full width
+            grow = max(0, min(spare, c.width - widths[j]))
+            widths[j] += grow
+            spare -= grow
         table = Table(
             title=escape(title) if title and i == 0 else None,
             show_header=True,
             header_style="bold",
             box=box.HEAVY_HEAD,
         )
-        table.add_column(escape(first), width=max(1, min(label_width, room)), overflow="fold")
-        for c in part:
-            table.add_column(escape(c.header), justify="right" if c.numeric else "left", width=c.width, overflow="fold")
-        for row, label in enumerate(labels):
-            table.add_row(Text(label, overflow="fold"), *(Text(c.cells[row], no_wrap=True) for c in part))
+        table.add_column(escape(first), width=label, overflow="fold")
+        for c, w in zip(part, widths):
+            table.add_column(escape(c.header), justify="right" if c.numeric else "left", width=w, overflow="fold")
+        for row, name in enumerate(labels):
+            table.add_row(Text(name, overflow="fold"), *(Text(c.cells[row], no_wrap=c.numeric, overflow="fold") for c in part))
         console.print(table)
 
 

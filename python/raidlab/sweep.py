@@ -67,6 +67,7 @@ class Task:
     name: str
     config: str  # JSON of the merged config, with its name
     base_dir: str  # where relative trace paths resolve
+    experiment: str = ""  # the experiment file's name without .toml ("" for a dict)
 
     @property
     def tree(self) -> dict[str, Any]:
@@ -80,13 +81,13 @@ def run_id(tree: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def tasks(trees: Iterable[tuple[str, dict[str, Any]]], base_dir: str) -> list[Task]:
+def tasks(trees: Iterable[tuple[str, dict[str, Any]]], base_dir: str, experiment: str = "") -> list[Task]:
     """Tasks of (name, merged config) pairs; a run that appears twice is done once."""
     out: dict[str, Task] = {}
     for name, tree in trees:
         tree = {**tree, "name": name}
         rid = run_id(tree)
-        out.setdefault(rid, Task(rid, name, json.dumps(tree), base_dir))
+        out.setdefault(rid, Task(rid, name, json.dumps(tree), base_dir, experiment))
     return list(out.values())
 
 
@@ -94,7 +95,8 @@ def plan(config: api.Config) -> list[Task]:
     """Validate ``config`` and return its runs as tasks, in config order."""
     text, file, base = api._source(config)
     runs = _core.load_config(text, file, base)
-    return tasks(((name, json.loads(tree)) for name, tree in runs), base or os.getcwd())
+    experiment = Path(file).stem if file else ""
+    return tasks(((name, json.loads(tree)) for name, tree in runs), base or os.getcwd(), experiment)
 
 
 # ---- the worker side ---------------------------------------------------------------------
@@ -105,10 +107,18 @@ def execute(task: Task, out: str) -> tuple[str, str, str, dict[str, Any]]:
     attributes)``; errors are returned as data because the core's exception classes do not
     cross process boundaries."""
     try:
-        (_, metrics, _, err), *_ = _core.run(task.config, None, task.base_dir, 1, None)
+        (_, metrics, resolved, err), *_ = _core.run(task.config, None, task.base_dir, 1, None)
         if err is not None:
             raise err
-        store.write_run(Path(out), task.run_id, task.name, task.tree, json.loads(metrics))
+        store.write_run(
+            Path(out),
+            task.run_id,
+            task.name,
+            task.tree,
+            json.loads(metrics),
+            resolved=json.loads(resolved),
+            experiment=task.experiment,
+        )
         return ("done", "", "", {})
     except (KeyboardInterrupt, SystemExit):
         raise
