@@ -97,7 +97,7 @@ def test_trace_stats_table_and_bad_file(tmp_path, capsys) -> None:
     p = tmp_path / "t.mqsim.txt"
     p.write_text("0 0 0 16 1\n")
     assert main(["trace", "stats", str(p)]) == 0
-    assert "footprint_blocks" in capsys.readouterr().out
+    assert "footprint" in capsys.readouterr().out
     bad = tmp_path / "junk.bin"
     bad.write_bytes(b"\x00\x01garbage that is no trace format\xff" * 3)
     assert main(["trace", "stats", str(bad)]) == 2

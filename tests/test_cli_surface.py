@@ -77,7 +77,7 @@ def test_run_table_fits_80_columns_with_every_number_whole(tmp_path, capsys) -> 
     # names keep only what differs, with the last part of each key
     assert "cache.policy=" not in out and "policy=vdf-lru" in out
     # a value the same for every run is said once
-    assert "every run: requests 200,000" in out
+    assert "same for every run: requests 200,000" in out
 
 
 @pytest.mark.parametrize("width", [40, 60, 100])
@@ -354,3 +354,80 @@ def test_store_keeps_resolved_values_experiment_and_every_view(tmp_path, capsys,
     assert set(frame["run.mode"]) == {"count"}
     for view in ("series", "ramp", "errors"):  # present, and empty, in a counting-mode store
         assert len(query(store, f"SELECT * FROM {view}")) == 0
+
+
+# ---- trace stats and object mode ----------------------------------------------------------
+
+
+def test_trace_stats_limit_device_and_one_footprint(tmp_path, capsys) -> None:
+    p = tmp_path / "t.mqsim.txt"
+    # device 0: 8 KiB reads of blocks 0-1; device 1: 512-byte reads inside one block
+    p.write_text("".join(f"{i * 1000} {i % 2} {0 if i % 2 == 0 else 1} {16 if i % 2 == 0 else 1} 1\n" for i in range(10)))
+    assert main(["trace", "stats", str(p), "--json", "--limit", "4"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 4
+    assert main(["trace", "stats", str(p), "--json", "--device", "1"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert (s["requests"], s["footprint_blocks"], s["total_bytes"]) == (5, 1, 5 * 512)
+    # the simulator's footprint: distinct blocks times the block size, said so in the table
+    assert s["footprint_bytes"] == 4096
+    assert main(["trace", "stats", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert_fits(out)
+    assert "blocks x block size" in " ".join(out.split())
+    keys = tmp_path / "k.u32be"
+    keys.write_bytes(b"".join(k.to_bytes(4, "big") for k in [1, 2, 1, 3]))
+    assert main(["trace", "stats", str(keys), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["sized"] is False and s["footprint_bytes"] is None and s["size_histogram"] == []
+    assert main(["trace", "stats", str(keys)]) == 0
+    assert "none in this format" in capsys.readouterr().out
+    assert main(["trace", "stats", str(keys), "--device", "1"]) == 2
+
+
+def test_object_mode_has_a_byte_miss_ratio(tmp_path, capsys) -> None:
+    import random
+
+    rng = random.Random(3)
+    p = tmp_path / "t.mqsim.txt"
+    # keys 0-19, skewed; even keys are 4 KiB objects, odd keys 16 KiB ones
+    keys = [min(int(rng.expovariate(0.2)), 19) for _ in range(600)]
+    p.write_text("".join(f"{i * 1000} 0 {k * 64} {8 if k % 2 == 0 else 32} 1\n" for i, k in enumerate(keys)))
+    (r,) = run_json(capsys, "--trace", str(p), "--unit", "object", "--size", "20KiB")["runs"]
+    m = r["metrics"]
+    assert m["capacity"] == 20 * 1024
+    assert 0 < m["byte_miss_ratio"] < 1 and m["byte_miss_ratio"] != m["miss_ratio"]
+    assert m["miss_bytes"] <= m["lookup_bytes"]
+    assert main(["run", "--trace", str(p), "--unit", "object", "--size", "20KiB"]) == 0
+    out = capsys.readouterr().out
+    assert_fits(out)
+    assert "byte miss ratio" in out
+    (r,) = run_json(capsys, "--trace", str(p), "--size", "20KiB")["runs"]
+    assert "byte_miss_ratio" not in r["metrics"]  # block mode: blocks are all one size
+
+
+def test_progress_reports_the_footprint_prepass() -> None:
+    seen: list[int] = []
+
+    def progress(done: int, total: int, requests: int, prepass: int) -> None:
+        seen.append(prepass)
+
+    progress.prepass = True  # type: ignore[attr-defined]
+    cfg = {
+        "workload": {"synthetic": {"kind": "zipf", "keys": 20000, "requests": 300_000, "seed": 1}},
+        "cache": {"policy": "lru", "capacity_fraction": 0.1},
+    }
+    raidlab.run(cfg, progress=progress, threads=1)
+    assert max(seen) >= 65536  # the pre-pass said how far it had read
+    old: list[int] = []
+    raidlab.run(cfg, progress=lambda d, t, r: old.append(r), threads=1)  # three arguments still work
+    assert old
+
+
+def test_short_names_drop_keys_that_follow_from_others() -> None:
+    names = [
+        f"tags.workload={w} workload.synthetic.kind={k} workload.synthetic.requests={n} array.disks={d}"
+        for w, k, n in (("web (synthetic)", "websearch", 1000), ("zipf 0.9", "zipf", 5000))
+        for d in (5, 8)
+    ]
+    short, _ = fit.short_names(names)
+    assert short == ["workload=web (synthetic) disks=5", "workload=web (synthetic) disks=8", "workload=zipf 0.9 disks=5", "workload=zipf 0.9 disks=8"]

@@ -46,10 +46,12 @@ def run(
     file: str | None = None,
     base_dir: str | None = None,
     threads: int = 1,
-    progress: Callable[[int, int, int], object] | None = None,
+    progress: Callable[[int, int, int, int], object] | None = None,
     overrides: str | None = None,
 ) -> list[tuple[str, str | None, str, RaidlabError | None]]: ...
-def trace_stats(path: str, format: str = "auto", block_size: int = 4096) -> str: ...
+def trace_stats(
+    path: str, format: str = "auto", block_size: int = 4096, limit: int | None = None, device: int | None = None
+) -> str: ...
 def reliability(text: str, file: str | None = None, overrides: str | None = None) -> str: ...
 
 def array_create(

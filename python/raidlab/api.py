@@ -196,13 +196,28 @@ def run(
     """Run every run of ``config`` and return their metrics.
 
     ``threads`` runs independent runs in parallel (default: the machine's cores); results do
-    not depend on it. ``progress(runs_done, runs_total, requests)`` is called now and then.
+    not depend on it. ``progress(runs_done, runs_total, requests)`` is called now and then;
+    a callback with ``progress.prepass = True`` gets a fourth argument, the requests a
+    footprint pre-pass (``capacity_fraction``) has read so far (0 when none is running).
     If a run fails, the others still run; the first failure is raised with the runs that
     finished as its ``finished`` attribute (a :class:`Result`).
     """
     text, file, base = _source(config)
     n = threads if threads is not None else (os.cpu_count() or 1)
-    out = _core.run(text, file, base, max(1, n), progress, nest(overrides))
+    report = None
+    if progress is not None:
+        # The core also says how far a footprint pre-pass has read; callbacks that take it
+        # (``progress.prepass = True``) get it as a fourth argument.
+        wants = bool(getattr(progress, "prepass", False))
+        cb = progress
+
+        def report(done: int, total: int, requests: int, prepass: int) -> None:
+            if wants:
+                cb(done, total, requests, prepass)  # type: ignore[call-arg]
+            else:
+                cb(done, total, requests)
+
+    out = _core.run(text, file, base, max(1, n), report, nest(overrides))
     runs = []
     failed: BaseException | None = None
     for name, metrics_json, cfg, err in out:

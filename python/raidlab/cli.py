@@ -2,7 +2,7 @@
 
     raidlab run EXPERIMENT.toml [--set KEY=VALUE ...] [--columns A,B] [--json] [--workers N]
     raidlab run --trace FILE [--format NAME] --policy NAME --size 1GiB [--unit object]
-    raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--json]
+    raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--limit N] [--device D] [--json]
     raidlab sweep EXPERIMENT.toml [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
     raidlab results DIR [--sql "SELECT ..."] [--csv]
     raidlab reproduce NAME [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]
@@ -29,7 +29,6 @@ from typing import Any, Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from raidlab import _core, api, fit
 from raidlab.progress import run_with_progress
@@ -46,6 +45,7 @@ RUN_COLUMNS = [
     ("block_requests", "blocks", "{:,}"),
     ("capacity", "capacity", "{:,}"),
     ("hit_ratio", "hit ratio", "{:.4f}"),
+    ("byte_miss_ratio", "byte miss ratio", "{:.4f}"),
     ("rgr", "RGR", "{:.4f}"),
     ("disk_reads_total", "disk reads", "{:,}"),
     ("disk_writes_total", "disk writes", "{:,}"),
@@ -138,19 +138,19 @@ def print_runs(result: api.Result, console: Console, columns: Sequence[str] | No
     if len(result.runs) > SUMMARY_RUNS:
         print_summary(result, console, names)
     if common:
-        console.print(f"[dim]every run: {escape(common)}[/dim]", highlight=False)
+        console.print(f"[dim]config of every run: {escape(common)}[/dim]", highlight=False)
     for mode, default in MODE_COLUMNS.items():
         picked = [(r, n) for r, n in zip(result.runs, names) if r.metrics.get("mode", "count") == mode]
         if not picked:
             continue
-        keys = columns if columns is not None else [k for k, _, _ in default]
+        keys = columns if columns is not None else [k for k, _, _ in default if any(k in r.metrics for r, _ in picked)]
         cols = [fit.Column(header, [fit.cell(r.metrics.get(key), fmt) for r, _ in picked]) for key, header, fmt in metric_columns(keys, default)]
         if columns is None and len(picked) > 1:
             # A default column with one value for every run is said once, above the table.
             same = [c for c in cols if len(set(c.cells)) == 1]
             if same:
                 console.print(
-                    "[dim]every run: " + escape(", ".join(f"{c.header} {c.cells[0]}" for c in same)) + "[/dim]",
+                    "[dim]same for every run: " + escape(", ".join(f"{c.header} {c.cells[0]}" for c in same)) + "[/dim]",
                     highlight=False,
                 )
                 cols = [c for c in cols if c not in same]
@@ -269,27 +269,45 @@ def deprecated_workers(args: argparse.Namespace, console: Console) -> int | None
     return workers
 
 
+# Rows of `raidlab trace stats`: (key, label); `{bs}` is the block size.
+STATS_ROWS = [
+    ("format", "format"),
+    ("addressing", "addressing"),
+    ("requests", "requests"),
+    ("reads", "reads"),
+    ("writes", "writes"),
+    ("read_share", "read share"),
+    ("footprint_blocks", "footprint, distinct {bs}-byte blocks (keys)"),
+    ("footprint_bytes", "footprint bytes (blocks x block size; key sizes for keys)"),
+    ("total_bytes", "bytes requested"),
+    ("first_time_s", "first arrival s"),
+    ("last_time_s", "last arrival s"),
+    ("span_s", "span s"),
+]
+
+
 def cmd_trace_stats(args: argparse.Namespace, console: Console) -> int:
     from raidlab.stats import trace_stats
 
-    stats = trace_stats(args.file, fmt=args.format, block_size=args.block_size)
+    stats = trace_stats(args.file, fmt=args.format, block_size=args.block_size, limit=args.limit, device=args.device)
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    table = Table(title=f"{args.file}", show_header=False)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in stats.items():
-        if key == "size_histogram":
-            continue
-        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
-    console.print(table)
-    hist = Table(title="request sizes", show_header=True)
-    hist.add_column("size (bytes) up to", justify="right")
-    hist.add_column("requests", justify="right")
-    for upper, count in stats["size_histogram"]:
-        hist.add_row(f"{upper:,}", f"{count:,}")
-    console.print(hist)
+    bs = f"{stats['block_size']:,}"
+    rows = [(label.format(bs=bs), stats.get(key)) for key, label in STATS_ROWS if key in stats]
+    if not stats.get("sized", True):
+        rows = [(k, v) for k, v in rows if v is not None]
+        rows.append(("sizes", "none in this format (keys only)"))
+    console.print(escape(str(args.file)), highlight=False)
+    fit.print_table(console, "", [k for k, _ in rows], [fit.Column("value", [fit.cell(v, "{:.4f}" if isinstance(v, float) else None) for _, v in rows])])
+    if stats["size_histogram"]:
+        hist = stats["size_histogram"]
+        fit.print_table(
+            console,
+            "request size up to (bytes)",
+            [f"{upper:,}" for upper, _ in hist],
+            [fit.Column("requests", [f"{n:,}" for _, n in hist])],
+        )
     return 0
 
 
@@ -380,7 +398,7 @@ def cmd_results(args: argparse.Namespace, console: Console) -> int:
     if first == "name":
         labels, common = fit.short_names(labels)
         if common:
-            console.print(f"[dim]every run: {escape(common)}[/dim]", highlight=False)
+            console.print(f"[dim]config of every run: {escape(common)}[/dim]", highlight=False)
     cols = [
         fit.Column(str(c), [fit.cell(v) for v in frame[c]], numeric=frame[c].dtype.kind in "iuf")
         for c in frame.columns[1:]
@@ -470,7 +488,9 @@ def parser() -> argparse.ArgumentParser:
     s = tsub.add_parser("stats", help="summarise a trace file")
     s.add_argument("file")
     s.add_argument("--format", default="auto", help="trace format (default: auto)")
-    s.add_argument("--block-size", type=int, default=4096, help="block size for the footprint")
+    s.add_argument("--block-size", type=int, default=4096, help="block size for the footprint (default: 4096)")
+    s.add_argument("--limit", type=positive_int, default=None, help="only the first N requests")
+    s.add_argument("--device", type=int, default=None, help="only this device (ASU, disk, LUN, volume) of a multi-device trace")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_trace_stats)
 

@@ -91,6 +91,13 @@ def print_table(
     if table_width(label_width, [c.width for c in whole]) <= width:
         columns = whole  # everything fits on one line each: headers are not wrapped either
     parts = groups(width, label_width, columns, word) if columns else [[]]
+    if len(labels) == 1 and (parts is None or len(parts) > 1):
+        # One row that does not fit across: one line per column instead.
+        cells = [c.cells[0] for c in columns]
+        numeric = all(c.numeric for c in columns)
+        if table_width(max(len(c.header) for c in columns), [max(len(labels[0]), *map(len, cells))]) <= width:
+            print_table(console, "", [c.header for c in columns], [Column(labels[0], cells, numeric, False)], title)
+            return
     if parts is None:
         print_pairs(console, labels, columns, title)
         return
@@ -152,6 +159,19 @@ def short_names(names: Sequence[str]) -> tuple[list[str], str]:
     split = [name_tokens(n) for n in names]
     common = [t for t in split[0] if all(t in s for s in split[1:])]
     rest = [[t for t in s if t not in common] for s in split]
+    # A key whose value follows from the others (a [[runs]] label and the generator settings
+    # it stands for) is dropped, latest first, as long as the names stay distinct.
+    order: list[str] = []
+    for s in rest:
+        for t in s:
+            k = t.split("=", 1)[0]
+            if "=" in t and k not in order:
+                order.append(k)
+    distinct = len(set(map(tuple, rest)))
+    for k in reversed(order):
+        trial = [[t for t in s if t.split("=", 1)[0] != k] for s in rest]
+        if len(set(map(tuple, trial))) == distinct and all(trial):
+            rest = trial
     keys = {t.split("=", 1)[0] for s in rest for t in s if "=" in t}
     last: dict[str, list[str]] = {}
     for k in keys:

@@ -131,8 +131,8 @@ fn load_config(
 /// Run every run of a config on `threads` threads. Returns `(name, metrics_json or None,
 /// resolved_config_json, error or None)` per run, in order: a run that failed has its error
 /// (a `RaidlabError`) instead of metrics, and the others still ran. `progress(runs_done,
-/// runs_total, requests)` is called now and then; if it raises, the batch stops and the
-/// exception propagates.
+/// runs_total, requests, prepass_requests)` is called now and then; if it raises, the batch
+/// stops and the exception propagates.
 #[allow(clippy::type_complexity)]
 #[pyfunction]
 #[pyo3(signature = (text, file=None, base_dir=None, threads=1, progress=None, overrides=None))]
@@ -151,7 +151,10 @@ fn run(
         let Some(cb) = &progress else { return true };
         Python::with_gil(|py| {
             let r = cb
-                .call1(py, (p.runs_done, p.runs_total, p.requests))
+                .call1(
+                    py,
+                    (p.runs_done, p.runs_total, p.requests, p.prepass_requests),
+                )
                 .and_then(|_| py.check_signals());
             match r {
                 Ok(()) => true,
@@ -180,12 +183,22 @@ fn run(
     Ok(out)
 }
 
-/// Summarise a trace file; returns JSON text with the format read under `"format"`.
+/// Summarise a trace file (its first `limit` requests, of one `device`); returns JSON text
+/// with the format read under `"format"`.
 #[pyfunction]
-#[pyo3(signature = (path, format="auto", block_size=4096))]
-fn trace_stats(py: Python<'_>, path: PathBuf, format: &str, block_size: u32) -> PyResult<String> {
+#[pyo3(signature = (path, format="auto", block_size=4096, limit=None, device=None))]
+fn trace_stats(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    block_size: u32,
+    limit: Option<u64>,
+    device: Option<u64>,
+) -> PyResult<String> {
     let (fmt, stats) = py
-        .allow_threads(|| raidlab::workload::stats::file_stats(&path, format, block_size))
+        .allow_threads(|| {
+            raidlab::workload::stats::file_stats_of(&path, format, block_size, limit, device)
+        })
         .map_err(|e| to_py(py, e))?;
     let mut v = stats.to_json();
     v["format"] = fmt.name().into();
