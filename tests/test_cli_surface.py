@@ -294,7 +294,18 @@ def test_json_has_one_shape_with_the_resolved_config(tmp_path, capsys) -> None:
     one = run_json(capsys, str(write(tmp_path, BASE)))
     many = run_json(capsys, str(write(tmp_path, SWEEP)))
     timed = BASE.replace("requests = 200000", "requests = 2000") + '[run]\nmode = "timed"\niops = 500\ninterval_s = 1\n'
-    for data in (one, many, run_json(capsys, str(write(tmp_path, timed)))):
+    ramp = (
+        BASE.replace("requests = 200000", "requests = 20000")
+        + '[run]\nmode = "timed"\ndriver = "ramp"\nlevels_iops = [100, 400]\nlevel_s = 2\nwarmup_s = 0.5\n'
+    )
+    hierarchy = (
+        '[workload.files]\nkind = "zipf"\nfiles = 64\nfile_blocks = 8\nreads = 400\n'
+        '[host]\nfs_cache_blocks = 200\n[cache]\npolicy = "xray"\ncapacity_blocks = 100\n'
+    )
+    others = [run_json(capsys, str(write(tmp_path, t))) for t in (timed, ramp, hierarchy)]
+    assert "series" in others[0]["runs"][0] and "ramp" in others[1]["runs"][0]
+    assert others[2]["runs"][0]["metrics"]["mode"] == "hierarchy"
+    for data in (one, many, *others):
         jsonschema.validate(data, schema)
     assert len(one["runs"]) == 1 and len(many["runs"]) == 6
     cfg = one["runs"][0]["config"]
@@ -431,3 +442,10 @@ def test_short_names_drop_keys_that_follow_from_others() -> None:
     ]
     short, _ = fit.short_names(names)
     assert short == ["workload=web (synthetic) disks=5", "workload=web (synthetic) disks=8", "workload=zipf 0.9 disks=5", "workload=zipf 0.9 disks=8"]
+
+
+def test_reliability_table_fits_80_columns(capsys) -> None:
+    assert main(["reliability"]) == 0
+    out = capsys.readouterr().out
+    assert_fits(out)
+    assert "1.25e+04" in out and "1,792.00" in out

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from raidlab import _core, api, rapid, rapid_variants, store, wcache
 from raidlab.progress import SweepBar
@@ -149,10 +150,15 @@ def reproduce(
     for f in files:
         plan = plan_file(f, skip_traces)
         if plan.skipped:
-            console.print(
-                f"[yellow]skipped[/yellow] {len(plan.skipped)} runs of {f.name} (see the report): {plan.skipped[0]}",
-                highlight=False,
-            )
+            reasons: dict[str, int] = {}
+            for line in plan.skipped:
+                reason = line.partition(": ")[2] or line
+                reasons[reason] = reasons.get(reason, 0) + 1
+            for reason, n in reasons.items():
+                console.print(
+                    f"[yellow]skipped[/yellow] {n} run{'s' if n > 1 else ''} of {escape(f.name)}: {escape(reason)}",
+                    highlight=False,
+                )
         if not plan.tasks:
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
