@@ -390,8 +390,11 @@ def cmd_results(args: argparse.Namespace, console: Console) -> int:
     total = len(frame.columns)
     if args.sql is None and chosen is None and "name" in frame.columns:
         frame = frame[["name", *default_result_columns(frame)]]
-    if frame.empty and not len(frame.columns):
-        console.print("no rows")
+    if frame.empty:
+        hint = ""
+        if args.sql is None:
+            hint = f"; failed runs: raidlab results {args.dir} --sql 'SELECT name, error, message FROM errors'"
+        console.print(escape(f"no rows{hint}"), highlight=False)
         return 0
     first = str(frame.columns[0])
     labels = [fit.cell(v) for v in frame.iloc[:, 0]]

@@ -19,7 +19,8 @@ types whatever its lists hold; the file's metadata names those columns and
 
 :func:`connect` opens DuckDB with one view per kind (``runs``, ``series``, ``ramp``,
 ``errors``) over all files of that kind; a kind without files is an empty view with a
-``run_id`` column, so every view exists in every store. Dotted column names are quoted in
+``run_id`` column (and ``name`` for ``runs`` and ``errors``), so every view exists in every
+store. Dotted column names are quoted in
 SQL: ``SELECT "cache.policy", hit_ratio FROM runs``.
 """
 
@@ -255,7 +256,8 @@ def connect(out: Path) -> Any:
             glob = str(d.resolve() / f"*{SUFFIX}").replace("'", "''")
             con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet('{glob}', union_by_name = true)")
         else:
-            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM (SELECT NULL::VARCHAR AS run_id) WHERE false")
+            cols = "NULL::VARCHAR AS run_id" + (", NULL::VARCHAR AS name" if kind in ("runs", "errors") else "")
+            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM (SELECT {cols}) WHERE false")
     return con
 
 
