@@ -449,3 +449,14 @@ def test_reliability_table_fits_80_columns(capsys) -> None:
     out = capsys.readouterr().out
     assert_fits(out)
     assert "1.25e+04" in out and "1,792.00" in out
+
+
+def test_results_of_a_store_with_only_failures_says_where_they_are(tmp_path, capsys) -> None:
+    text = '[workload]\ntrace = "absent.trace"\n[cache]\npolicy = "lru"\ncapacity_blocks = 2000\n'
+    path = write(tmp_path, text)
+    store = tmp_path / "store"
+    assert main(["sweep", str(path), "--out", str(store), "--workers", "1"]) == 1
+    capsys.readouterr()
+    assert main(["results", str(store)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no rows" in out and "FROM errors" in out
