@@ -460,3 +460,11 @@ def test_results_of_a_store_with_only_failures_says_where_they_are(tmp_path, cap
     assert main(["results", str(store)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "no rows" in out and "FROM errors" in out
+
+
+def test_a_csv_read_as_keys_is_refused(tmp_path, capsys) -> None:
+    csv = tmp_path / "trace.csv"
+    csv.write_text("".join(f"128166372{i:05d},hm,0,Read,{i * 4096},4096,100\n" for i in range(400)))
+    assert main(["trace", "stats", str(csv), "--format", "keys-u32le"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "trace.csv: record 1: not a u32 key stream" in err
