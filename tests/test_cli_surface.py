@@ -468,3 +468,13 @@ def test_a_csv_read_as_keys_is_refused(tmp_path, capsys) -> None:
     assert main(["trace", "stats", str(csv), "--format", "keys-u32le"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "trace.csv: record 1: not a u32 key stream" in err
+
+
+def test_sweep_takes_set_too(tmp_path, capsys) -> None:
+    from raidlab.store import query
+
+    path = write(tmp_path, SWEEP)
+    store = tmp_path / "store"
+    assert main(["sweep", str(path), "--out", str(store), "--workers", "1", "--set", "array.disks=6"]) == 0
+    frame = query(store, 'SELECT DISTINCT "array.disks" AS d FROM runs')
+    assert list(frame["d"]) == [6]

@@ -3,7 +3,7 @@
     raidlab run EXPERIMENT.toml [--set KEY=VALUE ...] [--columns A,B] [--json] [--workers N]
     raidlab run --trace FILE [--format NAME] --policy NAME --size 1GiB [--unit object]
     raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--limit N] [--device D] [--json]
-    raidlab sweep EXPERIMENT.toml [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
+    raidlab sweep EXPERIMENT.toml [--set KEY=VALUE ...] [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
     raidlab results DIR [--sql "SELECT ..."] [--csv]
     raidlab reproduce NAME [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]
     raidlab demo
@@ -187,6 +187,14 @@ def parse_set(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def checked_overrides(config: api.Config, overrides: dict[str, Any], raw: Sequence[str]) -> dict[str, Any]:
+    """``--set`` overrides ready to apply: one capacity key replaces the config's others,
+    and values are typed by the schema (:func:`typed_overrides`)."""
+    if any(k in overrides for k in CAPACITY_KEYS):
+        overrides = {**overrides, **{k: None for k in CAPACITY_KEYS if k not in overrides}}
+    return typed_overrides(config, overrides, raw) if overrides else overrides
+
+
 def typed_overrides(config: api.Config, overrides: dict[str, Any], raw: Sequence[str]) -> dict[str, Any]:
     """Validate ``config`` with ``overrides``; a key the core wants as text but that was
     read as a number or boolean (``name=2024``) is retried as the text it was typed as."""
@@ -234,11 +242,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             overrides.setdefault("cache.policy", args.policy)
         if args.size:
             overrides.setdefault("cache.capacity", args.size)
-    for key in CAPACITY_KEYS:  # one capacity replaces the config's other capacity keys
-        if key in overrides:
-            overrides = {**overrides, **{k: None for k in CAPACITY_KEYS if k not in overrides}}
-    if overrides:
-        overrides = typed_overrides(config, overrides, args.set or [])
+    overrides = checked_overrides(config, overrides, args.set or [])
     columns = fit.choose(args.columns)
     try:
         result = run_with_progress(config, console, label, workers, overrides)
@@ -318,9 +322,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     bar = SweepBar(console, Path(args.experiment).name)
     if args.out is None:
         args.out = str(Path("results") / Path(args.experiment).stem)
+    overrides = checked_overrides(args.experiment, parse_set(args.set or []), args.set or [])
     try:
         frame = sweep(
             args.experiment,
+            overrides=overrides or None,
             executor=args.scheduler,
             workers=args.workers,
             out=args.out,
@@ -503,6 +509,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
     w.add_argument("--out", default=None, help="result store directory (default: results/EXPERIMENT, one store per experiment file)")
     w.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
+    w.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key in every run (repeatable), as for run")
     w.set_defaults(func=cmd_sweep)
 
     q = sub.add_parser("results", help="query a result store with SQL (DuckDB)")

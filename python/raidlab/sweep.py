@@ -91,10 +91,11 @@ def tasks(trees: Iterable[tuple[str, dict[str, Any]]], base_dir: str, experiment
     return list(out.values())
 
 
-def plan(config: api.Config) -> list[Task]:
-    """Validate ``config`` and return its runs as tasks, in config order."""
+def plan(config: api.Config, overrides: Mapping[str, Any] | None = None) -> list[Task]:
+    """Validate ``config`` (with ``overrides``, dotted key -> value, applied to every run
+    last) and return its runs as tasks, in config order."""
     text, file, base = api._source(config)
-    runs = _core.load_config(text, file, base)
+    runs = _core.load_config(text, file, base, api.nest(overrides))
     experiment = Path(file).stem if file else ""
     return tasks(((name, json.loads(tree)) for name, tree in runs), base or os.getcwd(), experiment)
 
@@ -420,8 +421,10 @@ def sweep(
     out: str | os.PathLike[str] = "results",
     fail_fast: bool = False,
     progress: SweepProgressFn | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run every run of ``config`` not yet in the store ``out`` and return all of them.
+    ``overrides`` (dotted key -> value, as ``--set`` gives them) apply to every run last.
 
     ``executor``: ``None`` (a local process pool of ``workers`` processes, default: the
     machine's cores), a scheduler address (``"tcp://host:8786"``), a ``distributed.Client``
@@ -431,4 +434,5 @@ def sweep(
     executor or the number of workers (only the wall-clock measurements ``wall_s`` and
     ``*_per_wall_s`` do).
     """
-    return run_tasks(plan(config), out=out, executor=executor, workers=workers, fail_fast=fail_fast, progress=progress)
+    tasks_ = plan(config, overrides)
+    return run_tasks(tasks_, out=out, executor=executor, workers=workers, fail_fast=fail_fast, progress=progress)
