@@ -4,8 +4,8 @@
     raidlab run --trace FILE [--format NAME] --policy NAME --size 1GiB [--unit object]
     raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--limit N] [--device D] [--json]
     raidlab sweep EXPERIMENT.toml [--set KEY=VALUE ...] [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
-    raidlab results DIR [--sql "SELECT ..."] [--csv]
-    raidlab reproduce NAME [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]
+    raidlab results DIR [--sql "SELECT ..."] [--columns A,B | --columns all] [--csv]
+    raidlab reproduce [NAME] [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]   (no NAME: list)
     raidlab demo
     raidlab reliability [CONFIG.toml] [--backup-nvram-mb MB] [--write-cache-mb MB ...] [--json]
     raidlab array create DIR --level L --disks N --size S [--chunk C] [--spares K] [MEMBER ...]
@@ -488,7 +488,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--unit", choices=["block", "object"], help="cache unit with --trace (object: libCacheSim's, sizes in bytes)")
     r.add_argument("--columns", "--metrics", dest="columns", metavar="A,B", help="metrics to show instead of the default columns")
     r.add_argument("--json", action="store_true", help="print JSON for machines (docs/run.schema.json)")
-    r.add_argument("--workers", type=positive_int, default=None, help="runs in parallel (default: cores)")
+    r.add_argument("--workers", metavar="N", type=positive_int, default=None, help="runs in parallel (default: cores)")
     r.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_run)
 
