@@ -398,6 +398,7 @@ fn experiment(
     let name = name.unwrap_or_else(|| {
         let mut parts = Vec::new();
         leaves("", over, &mut parts);
+        parts.retain(|p| !p.ends_with("=null")); // a removed key names nothing
         if !sweep_label.is_empty() {
             parts.push(sweep_label.to_string());
         }

@@ -254,4 +254,12 @@ fn overrides_apply_last_and_null_removes() {
     assert_eq!(r["run"]["mode"], "count");
     assert_eq!(r["array"]["stripe_unit"], 65536);
     assert!(exps[0].tree["cache"].get("capacity_blocks").is_none());
+    assert_eq!(exps[0].name, "cache.capacity=2MiB");
+    // In [[runs]] too, a null removes the key and is not part of the name.
+    let runs = format!("{BASE}\n[[runs]]\ncache.capacity = \"1MiB\"\n");
+    let mut tree = toml_value(&runs, "t.toml").unwrap();
+    tree["runs"][0]["cache"]["capacity_blocks"] = serde_json::Value::Null;
+    let exps = from_value(&tree, None).unwrap();
+    assert_eq!(exps[0].cache.capacity, Capacity::Units(256));
+    assert_eq!(exps[0].name, "cache.capacity=1MiB");
 }
