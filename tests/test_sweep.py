@@ -38,7 +38,7 @@ def test_grid_equals_sequential_runs(tmp_path: Path, capsys) -> None:
                 one = tmp_path / f"one-{i}.toml"
                 one.write_text(BASE.format(policy=policy, capacity=capacity, disks=disks))
                 assert main(["run", str(one), "--json"]) == 0
-                expected = json.loads(capsys.readouterr().out)["metrics"]
+                expected = json.loads(capsys.readouterr().out)["runs"][0]["metrics"]
                 row = frame.iloc[i]
                 assert (row["cache.policy"], row["cache.capacity_blocks"], row["array.disks"]) == (policy, capacity, disks)
                 for key, value in expected.items():

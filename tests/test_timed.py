@@ -75,7 +75,7 @@ def test_ramp_cli_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[s
     )
     path = write(tmp_path, text)
     assert main(["run", str(path), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    (out,) = json.loads(capsys.readouterr().out)["runs"]
     ramp = out["ramp"]
     assert [p["target_iops"] for p in ramp][:2] == [200, 800]
     assert ramp[0]["mean_ms"] < ramp[1]["mean_ms"]

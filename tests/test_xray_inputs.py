@@ -110,7 +110,7 @@ def test_cli_table_series_and_exit_codes(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "array hit ratio" in out and "placements" in out
     assert main(["run", str(exp), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    (data,) = json.loads(capsys.readouterr().out)["runs"]
     assert {"predicted_blocks", "actual_blocks", "t_s"} <= set(data["series"])
     exp.write_text(exp.read_text().replace("file_blocks = 8", "file_blocks = 0"))
     assert main(["run", str(exp)]) == 2

@@ -34,15 +34,24 @@ class StoreError(RaidlabError):
 
     file: str
 
-def load_config(text: str, file: str | None = None, base_dir: str | None = None) -> list[tuple[str, str]]: ...
+def load_config(
+    text: str,
+    file: str | None = None,
+    base_dir: str | None = None,
+    overrides: str | None = None,
+    resolved: bool = False,
+) -> list[tuple[str, str]]: ...
 def run(
     text: str,
     file: str | None = None,
     base_dir: str | None = None,
     threads: int = 1,
-    progress: Callable[[int, int, int], object] | None = None,
-) -> list[tuple[str, str, str]]: ...
-def trace_stats(path: str, format: str = "auto", block_size: int = 4096) -> str: ...
+    progress: Callable[[int, int, int, int], object] | None = None,
+    overrides: str | None = None,
+) -> list[tuple[str, str | None, str, RaidlabError | None]]: ...
+def trace_stats(
+    path: str, format: str = "auto", block_size: int = 4096, limit: int | None = None, device: int | None = None
+) -> str: ...
 def reliability(text: str, file: str | None = None, overrides: str | None = None) -> str: ...
 
 def array_create(

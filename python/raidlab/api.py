@@ -2,7 +2,8 @@
 
 A config is a TOML file (path) or a dict of the same shape. Validation happens in the Rust
 core, which raises a subclass of :class:`raidlab.RaidlabError` naming the file and line or
-the key path.
+the key path. ``overrides`` (dotted key -> value, as ``raidlab run --set`` gives them) are
+applied to every run last.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ ProgressFn = Callable[[int, int, int], None]
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a config: its name, the merged config it ran, and its metrics.
+    """One run of a config: its name, the config it ran (defaults filled in), and its
+    metrics.
 
     Timed runs also carry a time series (``series``: column name -> values, one row per
     ``run.interval_s``) and, with the ramp driver, one point per load level (``ramp``).
@@ -94,20 +96,18 @@ class Result:
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
     def to_json(self) -> dict[str, Any]:
-        """The ``--json`` shape: one object for a single run, ``{"runs": [...]}`` otherwise.
-        Timed runs add ``series`` and ``ramp``."""
+        """The ``--json`` shape, the same for one run or many (``docs/run.schema.json``):
+        ``{"version", "runs": [{"name", "config", "metrics"}, ...]}``; timed runs add
+        ``series`` and ``ramp``. ``config`` is the resolved config (defaults filled in)."""
         items = []
         for r in self.runs:
-            item: dict[str, Any] = {"name": r.name, "metrics": r.metrics}
+            item: dict[str, Any] = {"name": r.name, "config": r.config, "metrics": r.metrics}
             if r.series:
                 item["series"] = r.series
             if r.ramp:
                 item["ramp"] = r.ramp
-            item.update({"config": r.config, "version": self.version})
             items.append(item)
-        if len(items) == 1:
-            return items[0]
-        return {"runs": items, "version": self.version}
+        return {"version": self.version, "runs": items}
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -140,25 +140,95 @@ def _source(config: Config) -> tuple[str, str | None, str | None]:
     return text, str(path), str(path.parent.resolve())
 
 
-def load(config: Config) -> list[tuple[str, dict[str, Any]]]:
-    """Validate a config without running it: ``[(run name, merged config), ...]``."""
+def key_path(key: str) -> list[str]:
+    """A dotted key as TOML reads it: ``cache.policy`` -> ``["cache", "policy"]``,
+    ``sweep."cache.policy"`` -> ``["sweep", "cache.policy"]``."""
+    import tomllib
+
+    try:
+        node: Any = tomllib.loads(f"{key} = 0")
+    except tomllib.TOMLDecodeError:
+        err = _core.ConfigError(f"config key `{key}`: not a key (write dotted parts in quotes: sweep.\"cache.policy\")")
+        err.key = key
+        raise err from None
+    path = []
+    while isinstance(node, dict):
+        (part, node), *_ = node.items()
+        path.append(part)
+    return path
+
+
+def nest(overrides: Mapping[str, Any] | None) -> str | None:
+    """``{"cache.policy": "arc"}`` -> the JSON text of ``{"cache": {"policy": "arc"}}``."""
+    if not overrides:
+        return None
+    tree: dict[str, Any] = {}
+    for key, value in overrides.items():
+        node = tree
+        *parents, leaf = key_path(key)
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                err = _core.ConfigError(f"config key `{key}`: {part} is set to a value and used as a table")
+                err.key = key
+                raise err
+        node[leaf] = value
+    return json.dumps(tree)
+
+
+def load(
+    config: Config, *, overrides: Mapping[str, Any] | None = None, resolved: bool = False
+) -> list[tuple[str, dict[str, Any]]]:
+    """Validate a config without running it: ``[(run name, merged config), ...]`` (with
+    ``resolved``, the configs have their defaults filled in)."""
     text, file, base = _source(config)
-    return [(name, json.loads(tree)) for name, tree in _core.load_config(text, file, base)]
+    runs = _core.load_config(text, file, base, nest(overrides), resolved)
+    return [(name, json.loads(tree)) for name, tree in runs]
 
 
-def run(config: Config, *, threads: int | None = None, progress: ProgressFn | None = None) -> Result:
+def run(
+    config: Config,
+    *,
+    threads: int | None = None,
+    progress: ProgressFn | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Result:
     """Run every run of ``config`` and return their metrics.
 
     ``threads`` runs independent runs in parallel (default: the machine's cores); results do
-    not depend on it. ``progress(runs_done, runs_total, requests)`` is called now and then.
+    not depend on it. ``progress(runs_done, runs_total, requests)`` is called now and then;
+    a callback with ``progress.prepass = True`` gets a fourth argument, the requests a
+    footprint pre-pass (``capacity_fraction``) has read so far (0 when none is running).
+    If a run fails, the others still run; the first failure is raised with the runs that
+    finished as its ``finished`` attribute (a :class:`Result`).
     """
     text, file, base = _source(config)
     n = threads if threads is not None else (os.cpu_count() or 1)
-    out = _core.run(text, file, base, max(1, n), progress)
+    report = None
+    if progress is not None:
+        # The core also says how far a footprint pre-pass has read; callbacks that take it
+        # (``progress.prepass = True``) get it as a fourth argument.
+        wants = bool(getattr(progress, "prepass", False))
+        cb = progress
+
+        def report(done: int, total: int, requests: int, prepass: int) -> None:
+            if wants:
+                cb(done, total, requests, prepass)  # type: ignore[call-arg]
+            else:
+                cb(done, total, requests)
+
+    out = _core.run(text, file, base, max(1, n), report, nest(overrides))
     runs = []
-    for name, metrics_json, cfg in out:
+    failed: BaseException | None = None
+    for name, metrics_json, cfg, err in out:
+        if metrics_json is None:
+            failed = failed or err
+            continue
         metrics = json.loads(metrics_json)
         series = metrics.pop("series", {})
         ramp = metrics.pop("ramp", [])
         runs.append(Run(name, json.loads(cfg), metrics, series, ramp))
+    if failed is not None:
+        failed.finished = Result(runs)  # type: ignore[attr-defined]
+        raise failed
     return Result(runs)

@@ -1,10 +1,11 @@
 """The ``raidlab`` command.
 
-    raidlab run EXPERIMENT.toml [--json] [--threads N]
-    raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--json]
-    raidlab sweep EXPERIMENT.toml [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
-    raidlab results DIR [--sql "SELECT ..."] [--csv]
-    raidlab reproduce NAME [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]
+    raidlab run EXPERIMENT.toml [--set KEY=VALUE ...] [--columns A,B] [--json] [--workers N]
+    raidlab run --trace FILE [--format NAME] --policy NAME --size 1GiB [--unit object]
+    raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--limit N] [--device D] [--json]
+    raidlab sweep EXPERIMENT.toml [--set KEY=VALUE ...] [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
+    raidlab results DIR [--sql "SELECT ..."] [--columns A,B | --columns all] [--csv]
+    raidlab reproduce [NAME] [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]   (no NAME: list)
     raidlab demo
     raidlab reliability [CONFIG.toml] [--backup-nvram-mb MB] [--write-cache-mb MB ...] [--json]
     raidlab array create DIR --level L --disks N --size S [--chunk C] [--spares K] [MEMBER ...]
@@ -21,15 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from raidlab import _core, api
+from raidlab import _core, api, fit
 from raidlab.progress import run_with_progress
 from raidlab.array_cli import add_commands as add_store_commands
 from raidlab.reliability import add_command as add_reliability_command
@@ -44,6 +45,7 @@ RUN_COLUMNS = [
     ("block_requests", "blocks", "{:,}"),
     ("capacity", "capacity", "{:,}"),
     ("hit_ratio", "hit ratio", "{:.4f}"),
+    ("byte_miss_ratio", "byte miss ratio", "{:.4f}"),
     ("rgr", "RGR", "{:.4f}"),
     ("disk_reads_total", "disk reads", "{:,}"),
     ("disk_writes_total", "disk writes", "{:,}"),
@@ -85,61 +87,231 @@ RAMP_COLUMNS = [
 ]
 
 
-def _table(title: str | None, first: str, columns: list[tuple[str, str, str]]) -> Table:
-    table = Table(title=title, show_header=True, header_style="bold")
-    table.add_column(first)
-    for _, header, _ in columns:
-        table.add_column(header, justify="right")
-    return table
+MODE_COLUMNS = {"count": RUN_COLUMNS, "timed": TIMED_COLUMNS, "hierarchy": HIERARCHY_COLUMNS}
+# Headers and formats of every metric a table may show (others: the key and a plain format).
+KNOWN = {key: (header, fmt) for cols in (RAMP_COLUMNS, HIERARCHY_COLUMNS, TIMED_COLUMNS, RUN_COLUMNS) for key, header, fmt in cols}
+# Above this many runs, a summary is printed before the tables.
+SUMMARY_RUNS = 10
 
 
-def print_runs(result: api.Result, console: Console) -> None:
-    for mode, columns in (("count", RUN_COLUMNS), ("timed", TIMED_COLUMNS), ("hierarchy", HIERARCHY_COLUMNS)):
-        runs = [r for r in result.runs if r.metrics.get("mode", "count") == mode]
-        if not runs:
+def metric_columns(keys: Sequence[str], mode: Sequence[tuple[str, str, str]] = ()) -> list[tuple[str, str, str | None]]:
+    """(key, header, format) of ``keys``: the mode's own header, else the usual one, else the key."""
+    own = {k: (h, f) for k, h, f in mode}
+    return [(k, *own.get(k, KNOWN.get(k, (k, None)))) for k in keys]
+
+
+def check_metrics(chosen: Sequence[str], available: set[str]) -> None:
+    """Refuse a ``--columns`` name no run has, suggesting the nearest ones."""
+    import difflib
+
+    for key in chosen:
+        if key not in available:
+            near = difflib.get_close_matches(key, sorted(available), n=3)
+            hint = f"; did you mean {', '.join(near)}?" if near else f"; available: {', '.join(sorted(available))}"
+            raise _core.ConfigError(f"--columns: no run has a metric {key!r}{hint}")
+
+
+def print_summary(result: api.Result, console: Console, names: Sequence[str]) -> None:
+    """A few lines before the tables of many runs: how many, and the range of the headline
+    metric with the runs that reach it."""
+    runs = result.runs
+    console.print(f"[bold]{len(runs)} runs[/bold]", highlight=False)
+    for key in ("hit_ratio", "rgr", "iops", "latency_p99_ms"):
+        have = [(r.metrics[key], n) for r, n in zip(runs, names) if isinstance(r.metrics.get(key), (int, float))]
+        if len(have) < 2:
             continue
-        table = _table(None, "run", columns)
-        for r in runs:
-            table.add_row(escape(r.name), *(fmt.format(r.metrics[key]) for key, _, fmt in columns))
-        console.print(table)
-    for r in result.runs:
+        lo, hi = min(have), max(have)
+        header, fmt = KNOWN[key]
+        console.print(
+            f"  {header}: {fmt.format(lo[0])} ({escape(lo[1])}) .. {fmt.format(hi[0])} ({escape(hi[1])})",
+            highlight=False,
+        )
+
+
+def print_runs(result: api.Result, console: Console, columns: Sequence[str] | None = None) -> None:
+    """The runs as tables that fit the console: one table per mode (count, timed,
+    hierarchy), run names shortened to what differs between runs, ``columns`` (metric keys)
+    instead of the mode's default columns if given."""
+    names, common = fit.short_names([r.name for r in result.runs])
+    if columns is not None:
+        check_metrics(columns, {k for r in result.runs for k, v in r.metrics.items() if not isinstance(v, (list, dict))})
+    if len(result.runs) > SUMMARY_RUNS:
+        print_summary(result, console, names)
+    if common:
+        console.print(f"[dim]config of every run: {escape(common)}[/dim]", highlight=False)
+    for mode, default in MODE_COLUMNS.items():
+        picked = [(r, n) for r, n in zip(result.runs, names) if r.metrics.get("mode", "count") == mode]
+        if not picked:
+            continue
+        keys = columns if columns is not None else [k for k, _, _ in default if any(k in r.metrics for r, _ in picked)]
+        cols = [fit.Column(header, [fit.cell(r.metrics.get(key), fmt) for r, _ in picked]) for key, header, fmt in metric_columns(keys, default)]
+        if columns is None and len(picked) > 1:
+            # A default column with one value for every run is said once, above the table.
+            same = [c for c in cols if len(set(c.cells)) == 1]
+            if same:
+                console.print(
+                    "[dim]same for every run: " + escape(", ".join(f"{c.header} {c.cells[0]}" for c in same)) + "[/dim]",
+                    highlight=False,
+                )
+                cols = [c for c in cols if c not in same]
+        fit.print_table(console, "run", [n for _, n in picked], cols)
+    for r, n in zip(result.runs, names):
         if r.ramp:
-            table = _table(f"ramp: {escape(r.name)}", "level", RAMP_COLUMNS)
-            for i, point in enumerate(r.ramp):
-                table.add_row(str(i), *(fmt.format(point[key]) for key, _, fmt in RAMP_COLUMNS))
-            console.print(table)
+            cols = [fit.Column(header, [fit.cell(p.get(key), fmt) for p in r.ramp]) for key, header, fmt in RAMP_COLUMNS]
+            fit.print_table(console, "level", [str(i) for i in range(len(r.ramp))], cols, title=f"ramp: {n}")
+
+
+CAPACITY_KEYS = ("cache.capacity", "cache.capacity_blocks", "cache.capacity_bytes", "cache.capacity_fraction")
+
+
+def parse_set(items: Sequence[str]) -> dict[str, Any]:
+    """``--set key=value`` items -> ``{key: value}``. A value is read as a TOML value
+    (``3``, ``0.5``, ``true``, ``[1, 2]``, ``"text"``) when it is one, else taken as text
+    (``lru``, ``128MiB``); :func:`typed_overrides` then lets the schema decide keys whose
+    value was read as a number but which want text."""
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise _core.ConfigError(f"--set {item!r}: expected KEY=VALUE, such as cache.policy=lru")
+        try:
+            value: Any = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        if key.endswith("trace") and isinstance(value, str) and Path(value).exists():
+            value = str(Path(value).resolve())  # a path on the command line is from here
+        out[key] = value
+    return out
+
+
+def checked_overrides(config: api.Config, overrides: dict[str, Any], raw: Sequence[str]) -> dict[str, Any]:
+    """``--set`` overrides ready to apply: one capacity key replaces the config's others,
+    and values are typed by the schema (:func:`typed_overrides`)."""
+    if any(k in overrides for k in CAPACITY_KEYS):
+        overrides = {**overrides, **{k: None for k in CAPACITY_KEYS if k not in overrides}}
+    return typed_overrides(config, overrides, raw) if overrides else overrides
+
+
+def typed_overrides(config: api.Config, overrides: dict[str, Any], raw: Sequence[str]) -> dict[str, Any]:
+    """Validate ``config`` with ``overrides``; a key the core wants as text but that was
+    read as a number or boolean (``name=2024``) is retried as the text it was typed as."""
+    texts = {k.strip(): v.strip() for k, _, v in (i.partition("=") for i in raw)}
+    while True:
+        try:
+            api.load(config, overrides=overrides)
+            return overrides
+        except _core.ConfigError as e:
+            key = next((k for k in overrides if str(getattr(e, "key", "")).endswith(k)), None)
+            if key is None or isinstance(overrides[key], str) or "expected a string" not in str(e):
+                raise
+            overrides = {**overrides, key: texts.get(key, str(overrides[key]))}
+
+
+def quick_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The config of ``raidlab run --trace FILE --policy P --size S`` (no config file)."""
+    if args.trace is None:
+        raise _core.ConfigError("run: give a config file, or --trace FILE (with --policy and --size) to run without one")
+    workload: dict[str, Any] = {"trace": str(Path(args.trace).resolve())}
+    if args.format:
+        workload["format"] = args.format
+    cache: dict[str, Any] = {"policy": args.policy or "lru"}
+    if args.size is None:
+        cache["capacity_fraction"] = 0.1  # a tenth of the trace's footprint
+    else:
+        cache["capacity"] = args.size
+    if args.unit:
+        cache["unit"] = args.unit
+    return {"workload": workload, "cache": cache}
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    result = run_with_progress(args.experiment, console, Path(args.experiment).name, args.threads)
+    workers = deprecated_workers(args, console)
+    overrides = parse_set(args.set or [])
+    if args.experiment is None:
+        config: api.Config = quick_config(args)
+        label = Path(args.trace).name
+    else:
+        for flag in ("trace", "format", "unit"):
+            if getattr(args, flag):
+                raise _core.ConfigError(f"--{flag} is for running without a config file; use --set with one")
+        config, label = args.experiment, Path(args.experiment).name
+        if args.policy:
+            overrides.setdefault("cache.policy", args.policy)
+        if args.size:
+            overrides.setdefault("cache.capacity", args.size)
+    overrides = checked_overrides(config, overrides, args.set or [])
+    columns = fit.choose(args.columns)
+    try:
+        result = run_with_progress(config, console, label, workers, overrides)
+    except _core.RaidlabError as e:
+        done = getattr(e, "finished", None)
+        if done is not None and done.runs:
+            if args.json:
+                print(json.dumps(done.to_json(), indent=2))
+            else:
+                n = len(done.runs)
+                console.print(f"[bold]{n} run{'s' if n > 1 else ''} finished before a run failed:[/bold]", highlight=False)
+                print_runs(done, console, columns)
+        raise
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print_runs(result, console)
+        print_runs(result, console, columns)
     return 0
+
+
+def deprecated_workers(args: argparse.Namespace, console: Console) -> int | None:
+    """``--threads N``: the old name of ``--workers N``, still accepted with a note."""
+    threads = getattr(args, "threads", None)
+    if threads is not None:
+        Console(stderr=True).print("note: --threads is deprecated; use --workers", highlight=False)
+        return int(args.workers or threads)
+    workers: int | None = args.workers
+    return workers
+
+
+# Rows of `raidlab trace stats`: (key, label); `{bs}` is the block size.
+STATS_ROWS = [
+    ("format", "format"),
+    ("addressing", "addressing"),
+    ("requests", "requests"),
+    ("reads", "reads"),
+    ("writes", "writes"),
+    ("read_share", "read share"),
+    ("footprint_blocks", "footprint, distinct {bs}-byte blocks (keys)"),
+    ("footprint_bytes", "footprint bytes (blocks x block size; key sizes for keys)"),
+    ("total_bytes", "bytes requested"),
+    ("first_time_s", "first arrival s"),
+    ("last_time_s", "last arrival s"),
+    ("span_s", "span s"),
+]
 
 
 def cmd_trace_stats(args: argparse.Namespace, console: Console) -> int:
     from raidlab.stats import trace_stats
 
-    stats = trace_stats(args.file, fmt=args.format, block_size=args.block_size)
+    stats = trace_stats(args.file, fmt=args.format, block_size=args.block_size, limit=args.limit, device=args.device)
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    table = Table(title=f"{args.file}", show_header=False)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in stats.items():
-        if key == "size_histogram":
-            continue
-        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
-    console.print(table)
-    hist = Table(title="request sizes", show_header=True)
-    hist.add_column("size (bytes) up to", justify="right")
-    hist.add_column("requests", justify="right")
-    for upper, count in stats["size_histogram"]:
-        hist.add_row(f"{upper:,}", f"{count:,}")
-    console.print(hist)
+    bs = f"{stats['block_size']:,}"
+    rows = [(label.format(bs=bs), stats.get(key)) for key, label in STATS_ROWS if key in stats]
+    if not stats.get("sized", True):
+        rows = [(k, v) for k, v in rows if v is not None]
+        rows.append(("sizes", "none in this format (keys only)"))
+    console.print(escape(str(args.file)), highlight=False)
+    fit.print_table(console, "", [k for k, _ in rows], [fit.Column("value", [fit.cell(v, "{:.4f}" if isinstance(v, float) else None) for _, v in rows])])
+    if stats["size_histogram"]:
+        hist = stats["size_histogram"]
+        fit.print_table(
+            console,
+            "request size up to (bytes)",
+            [f"{upper:,}" for upper, _ in hist],
+            [fit.Column("requests", [f"{n:,}" for _, n in hist])],
+        )
     return 0
 
 
@@ -148,9 +320,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from raidlab.sweep import sweep
 
     bar = SweepBar(console, Path(args.experiment).name)
+    if args.out is None:
+        args.out = str(Path("results") / Path(args.experiment).stem)
+    overrides = checked_overrides(args.experiment, parse_set(args.set or []), args.set or [])
     try:
         frame = sweep(
             args.experiment,
+            overrides=overrides or None,
             executor=args.scheduler,
             workers=args.workers,
             out=args.out,
@@ -169,37 +345,101 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     return EXIT_RUNS_FAILED if len(failed) else 0
 
 
+# Metrics `raidlab results` shows by default, when the store has them.
+RESULT_METRICS = [
+    "hit_ratio",
+    "byte_miss_ratio",
+    "rgr",
+    "fs_hit_ratio",
+    "iops",
+    "latency_mean_ms",
+    "latency_p99_ms",
+    "disk_reads_total",
+    "wall_s",
+]
+# Columns that identify a stored run rather than describe it.
+RESULT_BOOKKEEPING = {"run_id", "name", "version", "config", "mode", "experiment", "config_hash"}
+
+
+def default_result_columns(frame: Any) -> list[str]:
+    """The config columns whose value differs between runs, then the headline metrics."""
+    varying = [
+        c
+        for c in frame.columns
+        if "." in str(c)
+        and c not in RESULT_BOOKKEEPING
+        and not str(c).startswith(("report.", "tags."))
+        and frame[c].astype(str).nunique(dropna=False) > 1
+    ]
+    tags = [c for c in frame.columns if str(c).startswith("tags.") and frame[c].astype(str).nunique() > 1]
+    # A config value the run names already show is not repeated in a column.
+    named = {t.split("=", 1)[0] for n in frame.get("name", []) for t in fit.name_tokens(str(n))}
+    varying = [c for c in varying if c not in named]
+    metrics = [c for c in RESULT_METRICS if c in frame.columns and frame[c].notna().any()]
+    return [*tags, *varying, *metrics]
+
+
 def cmd_results(args: argparse.Namespace, console: Console) -> int:
     from raidlab.store import query
 
-    frame = query(Path(args.dir), args.sql)
+    sql = args.sql or "SELECT * FROM runs ORDER BY name"
+    frame = query(Path(args.dir), sql)
+    chosen = fit.choose(args.columns)
+    if chosen == ["all"]:
+        chosen = [str(c) for c in frame.columns]
+    if chosen is not None:
+        check_metrics(chosen, {str(c) for c in frame.columns})
+        frame = frame[["name", *[c for c in chosen if c != "name"]] if "name" in frame.columns else chosen]
     if args.csv:
         print(frame.to_csv(index=False), end="")
         return 0
-    table = Table(show_header=True, header_style="bold")
-    for c in frame.columns:
-        table.add_column(escape(str(c)), justify="right" if frame[c].dtype.kind in "iuf" else "left")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(escape(_cell(v)) for v in row))
-    console.print(table)
+    total = len(frame.columns)
+    if args.sql is None and chosen is None and "name" in frame.columns:
+        frame = frame[["name", *default_result_columns(frame)]]
+    if frame.empty:
+        hint = ""
+        if args.sql is None:
+            hint = f"; failed runs: raidlab results {args.dir} --sql 'SELECT name, error, message FROM errors'"
+        console.print(escape(f"no rows{hint}"), highlight=False)
+        return 0
+    first = str(frame.columns[0])
+    labels = [fit.cell(v) for v in frame.iloc[:, 0]]
+    if first == "name":
+        labels, common = fit.short_names(labels)
+        if common:
+            console.print(f"[dim]config of every run: {escape(common)}[/dim]", highlight=False)
+    cols = [
+        fit.Column(str(c), [fit.cell(v) for v in frame[c]], numeric=frame[c].dtype.kind in "iuf")
+        for c in frame.columns[1:]
+    ]
+    fit.print_table(console, first, labels, cols)
+    if len(frame.columns) < total:
+        console.print(
+            f"[dim]{len(frame)} runs; {len(frame.columns)} of {total} columns shown. "
+            "Choose with --columns a,b (or --columns all), or query with --sql; "
+            'dotted names need double quotes in SQL: --sql \'SELECT name, "cache.policy", hit_ratio FROM runs\'[/dim]',
+            highlight=False,
+        )
     return 0
 
 
-def _cell(v: object) -> str:
-    if isinstance(v, float):
-        return "" if v != v else f"{v:.6g}"
-    return "" if v is None else str(v)
-
-
 def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
-    from raidlab.reproduce import reproduce
+    from raidlab.reproduce import experiments_dir, known, reproduce
 
+    where = experiments_dir(args.experiments)
+    if args.name is None:
+        found = known(where)
+        if not found:
+            raise _core.ConfigError(f"no experiment files in {where} (give --experiments DIR)")
+        console.print(f"experiments in {escape(str(where))} (raidlab reproduce NAME runs NAME*.toml):", highlight=False)
+        fit.print_table(console, "name", [n for n, _ in found], [fit.Column("title", [t or "-" for _, t in found], numeric=False)])
+        return 0
     report = reproduce(
         args.name,
-        experiments_dir=Path(args.experiments),
+        experiments_dir=where,
         out_dir=Path(args.out),
         skip_traces=args.skip_traces,
-        threads=args.threads,
+        threads=deprecated_workers(args, console),
         executor=args.scheduler,
         console=console,
     )
@@ -228,10 +468,28 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"raidlab {_core.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run an experiment file")
-    r.add_argument("experiment", help="experiment TOML file")
-    r.add_argument("--json", action="store_true", help="print JSON for machines")
-    r.add_argument("--threads", type=int, default=None, help="parallel runs (default: cores)")
+    r = sub.add_parser(
+        "run",
+        help="run an experiment file (or one trace: --trace FILE --policy P --size S)",
+        description="Run every run of an experiment file and print a table of metrics. Without a file, "
+        "--trace FILE --policy NAME --size SIZE runs one trace through one cache (like libCacheSim's cachesim).",
+    )
+    r.add_argument("experiment", nargs="?", help="experiment TOML file")
+    r.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config key in every run (repeatable): --set cache.policy=arc --set cache.capacity=128MiB",
+    )
+    r.add_argument("--trace", help="trace file to run without a config file")
+    r.add_argument("--format", help="trace format with --trace (default: auto)")
+    r.add_argument("--policy", help="cache policy (with a config file: --set cache.policy)")
+    r.add_argument("--size", help="cache capacity with a unit, 128MiB or 1GiB (with a config file: --set cache.capacity)")
+    r.add_argument("--unit", choices=["block", "object"], help="cache unit with --trace (object: libCacheSim's, sizes in bytes)")
+    r.add_argument("--columns", "--metrics", dest="columns", metavar="A,B", help="metrics to show instead of the default columns")
+    r.add_argument("--json", action="store_true", help="print JSON for machines (docs/run.schema.json)")
+    r.add_argument("--workers", metavar="N", type=positive_int, default=None, help="runs in parallel (default: cores)")
+    r.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_run)
 
     t = sub.add_parser("trace", help="inspect traces")
@@ -239,7 +497,9 @@ def parser() -> argparse.ArgumentParser:
     s = tsub.add_parser("stats", help="summarise a trace file")
     s.add_argument("file")
     s.add_argument("--format", default="auto", help="trace format (default: auto)")
-    s.add_argument("--block-size", type=int, default=4096, help="block size for the footprint")
+    s.add_argument("--block-size", type=int, default=4096, help="block size for the footprint (default: 4096)")
+    s.add_argument("--limit", type=positive_int, default=None, help="only the first N requests")
+    s.add_argument("--device", type=int, default=None, help="only this device (ASU, disk, LUN, volume) of a multi-device trace")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_trace_stats)
 
@@ -247,14 +507,20 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("experiment", help="experiment TOML file ([sweep], [[sweep.zip]], [[runs]])")
     w.add_argument("--workers", type=positive_int, default=None, help="local worker processes (default: cores)")
     w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
-    w.add_argument("--out", default="results", help="result store directory (default: results)")
+    w.add_argument("--out", default=None, help="result store directory (default: results/EXPERIMENT, one store per experiment file)")
     w.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
+    w.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key in every run (repeatable), as for run")
     w.set_defaults(func=cmd_sweep)
 
     q = sub.add_parser("results", help="query a result store with SQL (DuckDB)")
     q.add_argument("dir", help="result store directory (raidlab sweep --out)")
-    q.add_argument("--sql", default="SELECT * FROM runs ORDER BY name", help="query over the views runs, series, ramp, errors")
-    q.add_argument("--csv", action="store_true", help="print CSV for machines")
+    q.add_argument(
+        "--sql",
+        default=None,
+        help='query over the views runs, series, ramp, errors (default: the runs, main columns); quote dotted names: "cache.policy"',
+    )
+    q.add_argument("--columns", "--metrics", dest="columns", metavar="A,B", help="columns to show (all: every column)")
+    q.add_argument("--csv", action="store_true", help="print CSV for machines (every column unless --columns)")
     q.set_defaults(func=cmd_results)
 
     for name, helptext, func in (
@@ -263,11 +529,16 @@ def parser() -> argparse.ArgumentParser:
     ):
         c = sub.add_parser(name, help=helptext)
         if name == "reproduce":
-            c.add_argument("name")
+            c.add_argument("name", nargs="?", help="experiment name (without it: list the experiments)")
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
-        c.add_argument("--experiments", default="experiments", help="directory of experiment files")
+        c.add_argument(
+            "--experiments",
+            default=None,
+            help="directory of experiment files (default: $RAIDLAB_EXPERIMENTS, ./experiments, else the repository's)",
+        )
         c.add_argument("--out", default="results", help="directory for reports (and result stores: OUT/NAME/store)")
-        c.add_argument("--workers", "--threads", dest="threads", type=positive_int, default=None, help="worker processes (default: cores)")
+        c.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: cores)")
+        c.add_argument("--threads", type=positive_int, default=None, help=argparse.SUPPRESS)
         c.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
         c.set_defaults(func=func)
     add_reliability_command(sub, EXIT_BAD_INPUT)
@@ -285,8 +556,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.members = [*args.members, *extra]
         else:
             p.error(f"unrecognized arguments: {' '.join(extra)}")
-    # Piped output is read by scripts and logs: do not squeeze tables into 80 columns.
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    # Piped output is read by scripts and logs: do not squeeze tables into 80 columns, unless
+    # COLUMNS says how wide to be.
+    console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
     err = Console(stderr=True)
     try:
         return int(args.func(args, console))

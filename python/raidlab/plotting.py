@@ -18,9 +18,10 @@ def pyplot() -> Any:
     return plt
 
 
-def save(fig: Any, path: Path) -> Path:
-    """Lay out, write ``path`` (PNG, 110 dpi) and close ``fig``; returns ``path``."""
-    fig.tight_layout()
+def save(fig: Any, path: Path, rect: tuple[float, float, float, float] | None = None) -> Path:
+    """Lay out (inside ``rect`` of the figure, if given: room for a figure legend), write
+    ``path`` (PNG, 110 dpi) and close ``fig``; returns ``path``."""
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110)
     pyplot().close(fig)
     return path

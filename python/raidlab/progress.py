@@ -12,9 +12,11 @@ from raidlab import api
 
 
 class LazyProgress:
-    """A rich progress bar that appears only once a run has lasted 2 s."""
+    """A rich progress bar that appears only once a run has lasted 2 s; while a footprint
+    pre-pass (``capacity_fraction``) reads the workload, it says so."""
 
     DELAY_S = 2.0
+    prepass = True  # takes the pre-pass's progress (see raidlab.api.run)
 
     def __init__(self, console: Console, label: str) -> None:
         self.console = console
@@ -23,7 +25,7 @@ class LazyProgress:
         self.bar: Progress | None = None
         self.task: Any = None
 
-    def __call__(self, runs_done: int, runs_total: int, requests: int) -> None:
+    def __call__(self, runs_done: int, runs_total: int, requests: int, prepass: int = 0) -> None:
         if self.bar is None:
             if time.monotonic() - self.started < self.DELAY_S or not self.console.is_terminal:
                 return
@@ -32,23 +34,27 @@ class LazyProgress:
                 BarColumn(),
                 TextColumn("{task.completed}/{task.total} runs"),
                 TextColumn("{task.fields[requests]:,} requests"),
+                TextColumn("{task.fields[note]}"),
                 TimeElapsedColumn(),
                 console=self.console,
                 transient=True,
             )
             self.bar.start()
-            self.task = self.bar.add_task(self.label, total=runs_total, requests=0)
-        self.bar.update(self.task, completed=runs_done, requests=requests)
+            self.task = self.bar.add_task(self.label, total=runs_total, requests=0, note="")
+        note = f"footprint pre-pass: {prepass:,} requests read" if prepass else ""
+        self.bar.update(self.task, completed=runs_done, requests=requests, note=note)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
 
 
-def run_with_progress(config: api.Config, console: Console, label: str, threads: int | None) -> api.Result:
+def run_with_progress(
+    config: api.Config, console: Console, label: str, threads: int | None, overrides: dict[str, Any] | None = None
+) -> api.Result:
     progress = LazyProgress(console, label)
     try:
-        return api.run(config, threads=threads, progress=progress)
+        return api.run(config, threads=threads, progress=progress, overrides=overrides)
     finally:
         progress.close()
 

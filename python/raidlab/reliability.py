@@ -220,7 +220,7 @@ def add_command(sub: Any, bad_input: int) -> None:
 
 
 def cmd_reliability(args: Any, console: Any) -> int:
-    from rich.table import Table
+    from raidlab import fit
 
     keys = [k for k, _ in FLOAT_KEYS] + ["write_cache_mb", "dedicated_cache_disk"]
     overrides = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
@@ -233,7 +233,7 @@ def cmd_reliability(args: Any, console: Any) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     if combined is not None:
-        console.print(_side_by_side_table(result, combined))
+        _side_by_side_table(result, combined, console)
         return 0
     i = result.inputs
     title = (
@@ -241,44 +241,37 @@ def cmd_reliability(args: Any, console: Any) -> int:
         f"cache disk space {i['cache_disk_mb']:g} MB"
         + (" + dedicated disk" if i["dedicated_cache_disk"] else "")
     )
-    table = Table(title=title, show_header=True, header_style="bold")
-    table.add_column("read/write MB")
-    for _, header in ARCHITECTURES:
-        table.add_column(f"MTTDL {header}", justify="right")
-    for _, header in ARCHITECTURES:
-        table.add_column(f"$ {header}", justify="right")
-    for read_mb, write_mb, by_arch in result.table():
-        table.add_row(
-            f"{read_mb:g}/{write_mb:g}",
-            *(f"{by_arch[a]['mttdl_h']:.3g}" for a, _ in ARCHITECTURES),
-            *(f"{by_arch[a]['cost_usd']:,.2f}" for a, _ in ARCHITECTURES),
-        )
-    console.print(table)
+    rows = result.table()
+    # Tables that fit the terminal (numbers never cut): one per quantity.
+    labels = [f"{read_mb:g}/{write_mb:g}" for read_mb, write_mb, _ in rows]
+    console.print(title, highlight=False)
+    for what, key, fmt in (("MTTDL (hours)", "mttdl_h", "{:.3g}"), ("cost (US$)", "cost_usd", "{:,.2f}")):
+        cols = [fit.Column(header, [fmt.format(by_arch[a][key]) for _, _, by_arch in rows]) for a, header in ARCHITECTURES]
+        fit.print_table(console, "read/write MB", labels, cols, title=what)
     return 0
 
 
-def _side_by_side_table(result: Reliability, rows: list[dict[str, Any]]) -> Any:
-    from rich.table import Table
+def _side_by_side_table(result: Reliability, rows: list[dict[str, Any]], console: Any) -> None:
+    from raidlab import fit
 
     i = result.inputs
     workloads = sorted({w for r in rows if r["max_throughput_iops"] for w in r["max_throughput_iops"]})
-    table = Table(
-        title=f"Performance, reliability and cost; backup NVRAM {i['backup_nvram_mb']:g} MB; "
-        "maximum throughput (req/s at a 20 ms mean response; >: never reached)",
-        show_header=True,
-        header_style="bold",
+    title = (
+        f"Performance, reliability and cost; backup NVRAM {i['backup_nvram_mb']:g} MB; "
+        "maximum throughput (req/s at a 20 ms mean response; >: never reached)"
     )
-    for name in ["read/write MB", "architecture", "MTTDL h", "cost $"]:
-        table.add_column(name, justify="left" if name == "architecture" else "right")
-    for w in workloads:
-        table.add_column(f"req/s {w}", justify="right")
-    for r in rows:
-        perf = r["max_throughput_iops"] or {}
-        table.add_row(
-            f"{r['read_cache_mb']:g}/{r['write_cache_mb']:g}",
-            r["label"],
-            f"{r['mttdl_h']:.3g}",
-            f"{r['cost_usd']:,.2f}",
-            *((">" if not perf[w]["knee"] else "") + f"{perf[w]['iops']:,.0f}" if w in perf else "-" for w in workloads),
-        )
-    return table
+    perf = [r["max_throughput_iops"] or {} for r in rows]
+    cols = [
+        fit.Column("architecture", [r["label"] for r in rows], numeric=False),
+        fit.Column("MTTDL h", [f"{r['mttdl_h']:.3g}" for r in rows]),
+        fit.Column("cost $", [f"{r['cost_usd']:,.2f}" for r in rows]),
+        *(
+            fit.Column(
+                f"req/s {w}",
+                [(">" if not p[w]["knee"] else "") + f"{p[w]['iops']:,.0f}" if w in p else "-" for p in perf],
+            )
+            for w in workloads
+        ),
+    ]
+    labels = [f"{r['read_cache_mb']:g}/{r['write_cache_mb']:g}" for r in rows]
+    fit.print_table(console, "read/write MB", labels, cols, title=title)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from raidlab import _core
+from raidlab import _core, fit
 from raidlab.plotting import img, pyplot, save
 from raidlab.series_plot import plot_series
 
@@ -76,8 +75,53 @@ def reductions(table: Any, pairs: list[list[str]], floor: Any = None, higher: bo
                 # leave the cell empty rather than report +100% of a rounding error.
                 denominator = denominator.where(denominator > AVOIDABLE_MIN * table[base])
             change = table[new] - table[base] if higher else table[base] - table[new]
-            out[f"{new} vs {base}"] = change / denominator
+            # A base of 0 has no relative change: an empty cell (explained under the table),
+            # never +inf%.
+            out[f"{new} vs {base}"] = (change / denominator.where(denominator != 0)).astype(float)
     return out
+
+
+# Axis and column names in words, with units, for plots.
+AXIS_LABELS = {
+    "rgr": "RGR (disk blocks read / block requested)",
+    "rgr_floor": "compulsory-miss RGR",
+    "hit_ratio": "hit ratio",
+    "miss_ratio": "miss ratio",
+    "byte_miss_ratio": "byte miss ratio",
+    "cache.capacity_fraction": "cache size (fraction of the footprint)",
+    "cache.capacity_blocks": "cache size (blocks)",
+    "cache.capacity_bytes": "cache size (bytes)",
+    "array.disks": "disks in the array",
+    "iops": "throughput (IO/s)",
+    "latency_mean_ms": "mean response time (ms)",
+    "latency_p99_ms": "99th-percentile response time (ms)",
+    "mean_ms": "mean response time (ms)",
+    "t_s": "time (s)",
+}
+
+
+def label(key: str) -> str:
+    """``key`` in words with its unit where known (``AXIS_LABELS``), else the key."""
+    return AXIS_LABELS.get(key, key)
+
+
+# Under tables whose empty cells need saying why.
+EMPTY_CELLS = "<p class='note'>- : no value (a base of 0, or a base that is nearly all compulsory misses).</p>"
+
+
+def fold_skipped(skipped: list[str]) -> str:
+    """The skipped runs as HTML, one line per reason (``name: reason``) with the count and
+    the runs folded under it, instead of one line per run."""
+    by_reason: dict[str, list[str]] = {}
+    for line in skipped:
+        name, sep, reason = line.partition(": ")
+        by_reason.setdefault(reason if sep else line, []).append(name if sep else "")
+    items = []
+    for reason, names in by_reason.items():
+        runs = "".join(f"<li>{html.escape(n)}</li>" for n in names if n)
+        inner = f"<details><summary>the runs</summary><ul>{runs}</ul></details>" if runs else ""
+        items.append(f"<li>{len(names)} run{'s' if len(names) > 1 else ''}: {html.escape(reason)}{inner}</li>")
+    return f"<details><summary>{len(skipped)} runs skipped</summary><ul>{''.join(items)}</ul></details>"
 
 
 def floor_of(frame: Any, table: Any, spec: dict[str, Any]) -> Any:
@@ -87,6 +131,11 @@ def floor_of(frame: Any, table: Any, spec: dict[str, Any]) -> Any:
 
 # Smallest avoidable share of the base value for which a reduction of it is reported.
 AVOIDABLE_MIN = 0.01
+
+
+def wide(table_html: str) -> str:
+    """A table in a box that scrolls sideways rather than widening the page."""
+    return f"<div class='wide'>{table_html}</div>"
 
 
 def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
@@ -123,13 +172,19 @@ def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
                 ax.plot(d[x], d[value], marker="o", markersize=3, label=str(name))
             if spec.get("plot_logx"):
                 ax.set_xscale("log", base=2)
-            ax.set_title(f"{inner} = {pv}" if inner else str(key), fontsize=9)
-            ax.set_xlabel(x, fontsize=8)
+            ax.set_title(f"{label(inner)}: {pv}" if inner else str(key), fontsize=9)
+            ax.set_xlabel(label(x), fontsize=8)
             ax.tick_params(labelsize=7)
-        axes[0][0].set_ylabel(value)
-        axes[0][-1].legend(fontsize=7)
+        axes[0][0].set_ylabel(label(value), fontsize=8)
+        # One legend for the figure, below the panels, so it is never on a cut-off panel.
+        legend: dict[str, Any] = {}
+        for ax in axes[0]:
+            for handle, name in zip(*ax.get_legend_handles_labels()):
+                legend.setdefault(name, handle)
+        handles, names = list(legend.values()), list(legend)
         fig.suptitle(str(key), fontsize=10)
-        written.append(save(fig, path.with_name(f"{path.stem}-{i}.png")))
+        fig.legend(handles, names, loc="lower center", ncol=max(1, len(names)), fontsize=7, frameon=False)
+        written.append(save(fig, path.with_name(f"{path.stem}-{i}.png"), rect=(0, 0.07, 1, 1)))
     return written
 
 
@@ -140,7 +195,7 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
     cols = [c for c in s.spec.get("table", []) if c in s.frame.columns]
     if cols:
         flat = s.frame[cols].set_index(cols[0])
-        console.print(console_table(flat, title, "{:.4f}"))
+        console_table(console, flat, title, "{:.4f}")
         body.append(flat.to_html(float_format="%.4f"))
     sp = s.spec.get("series_plot")
     if sp and s.series is not None and len(s.series):
@@ -151,7 +206,7 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
             for y in sp.get("y", []):
                 if y in run.columns:
                     ax.plot(run[sp["x"]], run[y], label=y, linewidth=1.2)
-            ax.set_xlabel(sp["x"], fontsize=8)
+            ax.set_xlabel(label(sp["x"]), fontsize=8)
             ax.set_title(str(name), fontsize=9)
             ax.legend(fontsize=7)
             body.append(img(save(fig, out / f"{s.file.stem}-series-{i}.png"), str(name)))
@@ -161,22 +216,21 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
     return body
 
 
-def console_table(df: Any, title: str, fmt: str) -> Table:
-    t = Table(title=title, show_header=True, header_style="bold")
-    names = list(df.index.names)
-    for n in names:
-        t.add_column(str(n))
-    for c in df.columns:
-        t.add_column(str(c), justify="right")
-    for idx, row in df.iterrows():
+def console_table(console: Console, df: Any, title: str, fmt: str) -> None:
+    """Print ``df`` to fit the console: the index values joined as the row label."""
+    names = " / ".join(str(n) for n in df.index.names)
+    labels = []
+    for idx in df.index:
         idx = idx if isinstance(idx, tuple) else (idx,)
-        t.add_row(*[str(i) for i in idx], *["-" if v != v else fmt.format(v) for v in row])
-    return t
+        labels.append(" / ".join(str(i) for i in idx))
+    cols = [fit.Column(str(c), ["-" if v != v else fmt.format(v) for v in df[c]]) for c in df.columns]
+    fit.print_table(console, names, labels, cols, title=title)
 
 
 def write_report(name: str, sections: list[Section], out: Path, console: Console) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    body = [f"<h1>raidlab reproduction: {html.escape(name)}</h1>", f"<p>raidlab {_core.__version__}</p>"]
+    body: list[str] = []
+    top: list[str] = []  # the verdicts of every section, shown first
     for s in per_value(sections):
         stem = s.file.stem
         title = s.spec.get("title", stem)
@@ -184,8 +238,7 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         if s.spec.get("description"):
             body.append(f"<p>{html.escape(s.spec['description'])}</p>")
         if s.skipped:
-            items = "".join(f"<li>{html.escape(x)}</li>" for x in s.skipped)
-            body.append(f"<details><summary>{len(s.skipped)} runs skipped</summary><ul>{items}</ul></details>")
+            body.append(fold_skipped(s.skipped))
         if s.frame is None:
             continue
         csv = out / f"{stem}.csv"
@@ -196,32 +249,39 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             continue
         table = pivot(s.frame, s.spec)
         value = s.spec.get("value", "rgr")
-        console.print(console_table(table, f"{title}: {value}", "{:.4f}"))
-        body.append(f"<h3>{html.escape(value)}</h3>" + table.to_html(float_format="%.4f"))
+        console_table(console, table, f"{title}: {value}", "{:.4f}")
+        body.append(f"<h3>{html.escape(label(value))}</h3>" + wide(table.to_html(float_format="%.4f", na_rep="-")))
         pairs = s.spec.get("compare", [])
         if pairs:
             higher = s.spec.get("better", "lower") == "higher"
             red = reductions(table, pairs, higher=higher)
             red_title = "relative improvement (new - base) / base" if higher else "relative reduction (base - new) / base"
-            console.print(console_table(red, red_title, "{:+.1%}"))
+            console_table(console, red, red_title, "{:+.1%}")
             body.append(f"<h3>{html.escape(red_title)}</h3>")
-            body.append(red.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-"))
+            body.append(wide(red.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-")))
+            if red.isna().any().any():
+                body.append(EMPTY_CELLS)
             rows = "".join(
                 f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td></tr>"
                 for c, best, med, k, n in summary(red)
             )
-            body.append(
+            verdicts = (
+                f"<h3>{html.escape(title)}</h3>"
                 "<table><tr><th>comparison</th><th>best</th><th>median</th><th>cells improved</th></tr>"
                 f"{rows}</table>"
             )
+            top.append(verdicts)
+            body.append(verdicts)
             for c, best, med, k, n in summary(red):
                 console.print(f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells")
         if pairs and s.spec.get("floor") in s.frame.columns:
             avoid = reductions(table, pairs, floor_of(s.frame, table, s.spec))
             title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']})"
-            console.print(console_table(avoid, title_a, "{:+.1%}"))
+            console_table(console, avoid, title_a, "{:+.1%}")
             body.append(f"<h3>{html.escape(title_a)}</h3>")
-            body.append(avoid.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-"))
+            body.append(wide(avoid.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-")))
+            if avoid.isna().any().any():
+                body.append(EMPTY_CELLS)
             for c, best, med, k, n in summary(avoid):
                 console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
         body.extend(s.extra)
@@ -231,8 +291,18 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         if "series" in s.spec and s.series is not None:
             for png in plot_series(s.frame, s.series, s.spec["series"], out / f"{stem}-series.png"):
                 body.append(img(png, png.stem))
-    style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title><style>{style}</style></head><body>{''.join(body)}</body></html>"
+    style = (
+        "body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+        "img{max-width:100%;height:auto}.wide{overflow-x:auto;max-width:100%}.note{font-size:12px;color:#555}"
+    )
+    head = [f"<h1>raidlab reproduction: {html.escape(name)}</h1>", f"<p>raidlab {_core.__version__}</p>"]
+    if top:
+        head.append("<h2>Summary</h2>" + "".join(top))
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
+        f"<style>{style}</style></head><body>{''.join(head + body)}</body></html>"
+    )
     report = out / "report.html"
     report.write_text(page, encoding="utf-8")
     return report

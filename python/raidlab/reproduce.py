@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from raidlab import _core, api, rapid, rapid_variants, store, wcache
 from raidlab.progress import SweepBar
@@ -80,8 +81,41 @@ def plan_file(path: Path, skip_traces: bool) -> Plan:
             tree["workload"]["trace"] = str(resolved)
         plan.trees.append(tree)
         kept.append((name, as_written))
-    plan.tasks = tasks(kept, str(base))
+    plan.tasks = tasks(kept, str(base), path.stem)
     return plan
+
+
+# The repository's experiments (the package is installed from the repository, editable).
+REPO_EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def experiments_dir(given: str | Path | None = None) -> Path:
+    """Where experiment files are: ``given``; else ``$RAIDLAB_EXPERIMENTS``; else
+    ``./experiments`` when it exists; else the repository's ``experiments/``, so that
+    ``raidlab reproduce`` works from any directory."""
+    import os
+
+    if given is not None:
+        return Path(given)
+    env = os.environ.get("RAIDLAB_EXPERIMENTS")
+    if env:
+        return Path(env)
+    here = Path("experiments")
+    if here.is_dir() and any(here.glob("*.toml")):
+        return here
+    return REPO_EXPERIMENTS
+
+
+def known(directory: Path) -> list[tuple[str, str]]:
+    """``(name, title)`` of every experiment file in ``directory`` (title from ``[report]``)."""
+    out = []
+    for f in sorted(directory.glob("*.toml")):
+        try:
+            title = str(tomllib.loads(f.read_text(encoding="utf-8")).get("report", {}).get("title", ""))
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+            title = ""
+        out.append((f.stem, title))
+    return out
 
 
 def reproduce(
@@ -101,17 +135,30 @@ def reproduce(
     console = console or Console()
     files = sorted(experiments_dir.glob(f"{name}*.toml"))
     if not files:
-        err = _core.ConfigError(f"no experiment files {experiments_dir}/{name}*.toml")
+        import difflib
+
+        names = [n for n, _ in known(experiments_dir)]
+        near = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        listing = ", ".join(names) if names else "none"
+        err = _core.ConfigError(
+            f"no experiment files {experiments_dir}/{name}*.toml{hint} (known: {listing}; `raidlab reproduce` lists them)"
+        )
         err.key = ""
         raise err
     sections = []
     for f in files:
         plan = plan_file(f, skip_traces)
         if plan.skipped:
-            console.print(
-                f"[yellow]skipped[/yellow] {len(plan.skipped)} runs of {f.name} (see the report): {plan.skipped[0]}",
-                highlight=False,
-            )
+            reasons: dict[str, int] = {}
+            for line in plan.skipped:
+                reason = line.partition(": ")[2] or line
+                reasons[reason] = reasons.get(reason, 0) + 1
+            for reason, n in reasons.items():
+                console.print(
+                    f"[yellow]skipped[/yellow] {n} run{'s' if n > 1 else ''} of {escape(f.name)}: {escape(reason)}",
+                    highlight=False,
+                )
         if not plan.tasks:
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue

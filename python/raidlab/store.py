@@ -2,8 +2,10 @@
 
 Layout of a store directory::
 
-    runs/<run_id>.parquet     one row: run_id, name, version, config (JSON), the config's
-                              leaf keys (dotted column names) and the metrics
+    runs/<run_id>.parquet     one row: run_id, name, version, experiment (the file's name),
+                              config_hash, config (JSON, as written), the resolved config's
+                              leaf keys (dotted column names, defaults filled in) and the
+                              metrics
     series/<run_id>.parquet   a timed run's time series, one row per interval
     ramp/<run_id>.parquet     a ramp run's levels, one row per level
     errors/<run_id>.parquet   a failed run: its error; removed when the run later succeeds
@@ -16,7 +18,10 @@ types whatever its lists hold; the file's metadata names those columns and
 :func:`read_rows` decodes them.
 
 :func:`connect` opens DuckDB with one view per kind (``runs``, ``series``, ``ramp``,
-``errors``) over all files of that kind.
+``errors``) over all files of that kind; a kind without files is an empty view with a
+``run_id`` column (and ``name`` for ``runs`` and ``errors``), so every view exists in every
+store. Dotted column names are quoted in
+SQL: ``SELECT "cache.policy", hit_ratio FROM runs``.
 """
 
 from __future__ import annotations
@@ -165,8 +170,27 @@ def config_columns(tree: Mapping[str, Any]) -> dict[str, Any]:
     return flatten({k: v for k, v in tree.items() if k not in NOT_IDENTITY})
 
 
-def write_run(out: Path, run_id: str, name: str, tree: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
-    """Store a finished run: its series and ramp first, its row last (the row marks it done)."""
+def config_hash(tree: Mapping[str, Any]) -> str:
+    """16 hex digits of SHA-256 over the canonical config (without name and report): equal
+    for runs of equal configs, whatever the raidlab version (the run id includes it)."""
+    import hashlib
+
+    identity = {k: v for k, v in tree.items() if k not in NOT_IDENTITY}
+    return hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:16]
+
+
+def write_run(
+    out: Path,
+    run_id: str,
+    name: str,
+    tree: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    *,
+    resolved: Mapping[str, Any] | None = None,
+    experiment: str = "",
+) -> None:
+    """Store a finished run: its series and ramp first, its row last (the row marks it done).
+    The config columns come from ``resolved`` (defaults filled in) when given."""
     import pyarrow as pa
 
     metrics = dict(metrics)
@@ -178,8 +202,9 @@ def write_run(out: Path, run_id: str, name: str, tree: Mapping[str, Any], metric
     if ramp:
         _write(pa.Table.from_pylist([{"run_id": run_id, **p} for p in ramp]), path(out, "ramp", run_id))
     row: dict[str, Any] = {"run_id": run_id, "name": name, "version": _core.__version__}
+    row.update({"experiment": experiment, "config_hash": config_hash(tree)})
     row["config"] = canonical_json(tree)
-    row.update(config_columns(tree))
+    row.update(config_columns(resolved if resolved is not None else tree))
     row.update(metrics)
     _write(_row_table(row), path(out, "runs", run_id))
 
@@ -230,6 +255,9 @@ def connect(out: Path) -> Any:
         if d.is_dir() and any(n.endswith(SUFFIX) and not n.startswith(".") for n in os.listdir(d)):
             glob = str(d.resolve() / f"*{SUFFIX}").replace("'", "''")
             con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet('{glob}', union_by_name = true)")
+        else:
+            cols = "NULL::VARCHAR AS run_id" + (", NULL::VARCHAR AS name" if kind in ("runs", "errors") else "")
+            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM (SELECT {cols}) WHERE false")
     return con
 
 
@@ -241,7 +269,10 @@ def query(out: Path, sql: str) -> Any:
     try:
         return con.execute(sql).df()
     except duckdb.Error as e:
-        err = StoreError(f"{out}: query failed: {e}")
+        hint = ""
+        if "." in sql and ("not found" in str(e) or "does not have a column" in str(e)):
+            hint = ' (config columns have dotted names: quote them, SELECT "cache.policy" FROM runs)'
+        err = StoreError(f"{out}: query failed: {e}{hint}")
         err.file = str(out)
         raise err from None
     finally:

@@ -67,6 +67,7 @@ class Task:
     name: str
     config: str  # JSON of the merged config, with its name
     base_dir: str  # where relative trace paths resolve
+    experiment: str = ""  # the experiment file's name without .toml ("" for a dict)
 
     @property
     def tree(self) -> dict[str, Any]:
@@ -80,21 +81,23 @@ def run_id(tree: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def tasks(trees: Iterable[tuple[str, dict[str, Any]]], base_dir: str) -> list[Task]:
+def tasks(trees: Iterable[tuple[str, dict[str, Any]]], base_dir: str, experiment: str = "") -> list[Task]:
     """Tasks of (name, merged config) pairs; a run that appears twice is done once."""
     out: dict[str, Task] = {}
     for name, tree in trees:
         tree = {**tree, "name": name}
         rid = run_id(tree)
-        out.setdefault(rid, Task(rid, name, json.dumps(tree), base_dir))
+        out.setdefault(rid, Task(rid, name, json.dumps(tree), base_dir, experiment))
     return list(out.values())
 
 
-def plan(config: api.Config) -> list[Task]:
-    """Validate ``config`` and return its runs as tasks, in config order."""
+def plan(config: api.Config, overrides: Mapping[str, Any] | None = None) -> list[Task]:
+    """Validate ``config`` (with ``overrides``, dotted key -> value, applied to every run
+    last) and return its runs as tasks, in config order."""
     text, file, base = api._source(config)
-    runs = _core.load_config(text, file, base)
-    return tasks(((name, json.loads(tree)) for name, tree in runs), base or os.getcwd())
+    runs = _core.load_config(text, file, base, api.nest(overrides))
+    experiment = Path(file).stem if file else ""
+    return tasks(((name, json.loads(tree)) for name, tree in runs), base or os.getcwd(), experiment)
 
 
 # ---- the worker side ---------------------------------------------------------------------
@@ -105,8 +108,18 @@ def execute(task: Task, out: str) -> tuple[str, str, str, dict[str, Any]]:
     attributes)``; errors are returned as data because the core's exception classes do not
     cross process boundaries."""
     try:
-        (_, metrics, _), *_ = _core.run(task.config, None, task.base_dir, 1, None)
-        store.write_run(Path(out), task.run_id, task.name, task.tree, json.loads(metrics))
+        (_, metrics, resolved, err), *_ = _core.run(task.config, None, task.base_dir, 1, None)
+        if err is not None:
+            raise err
+        store.write_run(
+            Path(out),
+            task.run_id,
+            task.name,
+            task.tree,
+            json.loads(metrics),
+            resolved=json.loads(resolved),
+            experiment=task.experiment,
+        )
         return ("done", "", "", {})
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -408,8 +421,10 @@ def sweep(
     out: str | os.PathLike[str] = "results",
     fail_fast: bool = False,
     progress: SweepProgressFn | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run every run of ``config`` not yet in the store ``out`` and return all of them.
+    ``overrides`` (dotted key -> value, as ``--set`` gives them) apply to every run last.
 
     ``executor``: ``None`` (a local process pool of ``workers`` processes, default: the
     machine's cores), a scheduler address (``"tcp://host:8786"``), a ``distributed.Client``
@@ -419,4 +434,5 @@ def sweep(
     executor or the number of workers (only the wall-clock measurements ``wall_s`` and
     ``*_per_wall_s`` do).
     """
-    return run_tasks(plan(config), out=out, executor=executor, workers=workers, fail_fast=fail_fast, progress=progress)
+    tasks_ = plan(config, overrides)
+    return run_tasks(tasks_, out=out, executor=executor, workers=workers, fail_fast=fail_fast, progress=progress)

@@ -82,12 +82,17 @@ pub(crate) fn parse(
     text: &str,
     file: Option<&str>,
     base_dir: Option<PathBuf>,
+    overrides: Option<&str>,
 ) -> PyResult<Vec<raidlab::config::Experiment>> {
     let dir = base_dir.as_deref();
-    let out = match file {
-        Some(f) => raidlab::config::from_toml(text, f, dir),
-        None => dict_tree(text).and_then(|v| raidlab::config::from_value(&v, dir)),
-    };
+    let out = (|| {
+        let tree = match file {
+            Some(f) => raidlab::config::toml_value(text, f)?,
+            None => dict_tree(text)?,
+        };
+        let over = overrides.map(dict_tree).transpose()?;
+        raidlab::config::from_value_with(&tree, dir, over.as_ref())
+    })();
     out.map_err(|e| to_py(py, e))
 }
 
@@ -100,28 +105,37 @@ fn dict_tree(text: &str) -> raidlab::Result<serde_json::Value> {
     })
 }
 
-/// Validate a config (TOML text with `file` set, else JSON text of a dict) and return each
-/// run as `(name, merged_config_json)`.
+/// Validate a config (TOML text with `file` set, else JSON text of a dict) with `overrides`
+/// (JSON text of a tree, applied to every run last) and return each run as `(name,
+/// merged_config_json)`, or with `resolved` as `(name, resolved_config_json)` (defaults
+/// filled in).
 #[pyfunction]
-#[pyo3(signature = (text, file=None, base_dir=None))]
+#[pyo3(signature = (text, file=None, base_dir=None, overrides=None, resolved=false))]
 fn load_config(
     py: Python<'_>,
     text: &str,
     file: Option<&str>,
     base_dir: Option<PathBuf>,
+    overrides: Option<&str>,
+    resolved: bool,
 ) -> PyResult<Vec<(String, String)>> {
-    Ok(parse(py, text, file, base_dir)?
+    Ok(parse(py, text, file, base_dir, overrides)?
         .into_iter()
-        .map(|e| (e.name, e.tree.to_string()))
+        .map(|e| {
+            let tree = if resolved { e.resolved } else { e.tree };
+            (e.name, tree.to_string())
+        })
         .collect())
 }
 
-/// Run every run of a config on `threads` threads. Returns `(name, metrics_json, config_json)`
-/// per run, in order; raises the first run's error if any failed. `progress(runs_done,
-/// runs_total, requests)` is called now and then; if it raises, the batch stops and the
-/// exception propagates.
+/// Run every run of a config on `threads` threads. Returns `(name, metrics_json or None,
+/// resolved_config_json, error or None)` per run, in order: a run that failed has its error
+/// (a `RaidlabError`) instead of metrics, and the others still ran. `progress(runs_done,
+/// runs_total, requests, prepass_requests)` is called now and then; if it raises, the batch
+/// stops and the exception propagates.
+#[allow(clippy::type_complexity)]
 #[pyfunction]
-#[pyo3(signature = (text, file=None, base_dir=None, threads=1, progress=None))]
+#[pyo3(signature = (text, file=None, base_dir=None, threads=1, progress=None, overrides=None))]
 fn run(
     py: Python<'_>,
     text: &str,
@@ -129,14 +143,18 @@ fn run(
     base_dir: Option<PathBuf>,
     threads: usize,
     progress: Option<PyObject>,
-) -> PyResult<Vec<(String, String, String)>> {
-    let exps = parse(py, text, file, base_dir)?;
+    overrides: Option<&str>,
+) -> PyResult<Vec<(String, Option<String>, String, Option<PyObject>)>> {
+    let exps = parse(py, text, file, base_dir, overrides)?;
     let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
     let callback = |p: BatchProgress| -> bool {
         let Some(cb) = &progress else { return true };
         Python::with_gil(|py| {
             let r = cb
-                .call1(py, (p.runs_done, p.runs_total, p.requests))
+                .call1(
+                    py,
+                    (p.runs_done, p.runs_total, p.requests, p.prepass_requests),
+                )
                 .and_then(|_| py.check_signals());
             match r {
                 Ok(()) => true,
@@ -153,18 +171,34 @@ fn run(
     }
     let mut out = Vec::with_capacity(exps.len());
     for (exp, res) in exps.into_iter().zip(results) {
-        let m = res.map_err(|e| to_py(py, e))?;
-        out.push((exp.name, m.to_json().to_string(), exp.tree.to_string()));
+        let (metrics, err) = match res {
+            Ok(m) => (Some(m.to_json().to_string()), None),
+            Err(raidlab::Error::Cancelled) => {
+                return Err(PyKeyboardInterrupt::new_err("cancelled"))
+            }
+            Err(e) => (None, Some(to_py(py, e).into_value(py).into_any())),
+        };
+        out.push((exp.name, metrics, exp.resolved.to_string(), err));
     }
     Ok(out)
 }
 
-/// Summarise a trace file; returns JSON text with the format read under `"format"`.
+/// Summarise a trace file (its first `limit` requests, of one `device`); returns JSON text
+/// with the format read under `"format"`.
 #[pyfunction]
-#[pyo3(signature = (path, format="auto", block_size=4096))]
-fn trace_stats(py: Python<'_>, path: PathBuf, format: &str, block_size: u32) -> PyResult<String> {
+#[pyo3(signature = (path, format="auto", block_size=4096, limit=None, device=None))]
+fn trace_stats(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    block_size: u32,
+    limit: Option<u64>,
+    device: Option<u64>,
+) -> PyResult<String> {
     let (fmt, stats) = py
-        .allow_threads(|| raidlab::workload::stats::file_stats(&path, format, block_size))
+        .allow_threads(|| {
+            raidlab::workload::stats::file_stats_of(&path, format, block_size, limit, device)
+        })
         .map_err(|e| to_py(py, e))?;
     let mut v = stats.to_json();
     v["format"] = fmt.name().into();

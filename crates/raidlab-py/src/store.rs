@@ -147,7 +147,7 @@ pub fn replay(
     time_scale: Option<f64>,
     requests_max: Option<u64>,
 ) -> PyResult<String> {
-    let exps = crate::parse(py, text, file, base_dir)?;
+    let exps = crate::parse(py, text, file, base_dir, None)?;
     let Some(exp) = exps.first() else {
         return Err(to_py(
             py,

@@ -69,7 +69,7 @@ pub(super) fn backup_spec(
         ));
     }
     let segment_key = t.key("segment_kib");
-    let segment_bytes = t.uint("segment_kib", 1, 1 << 20)?.unwrap_or(128) * 1024;
+    let segment_bytes = t.uint_or("segment_kib", 1, 1 << 20, 128)? * 1024;
     if segment_bytes % page != 0 {
         return Err(Error::config(
             &segment_key,
@@ -80,9 +80,9 @@ pub(super) fn backup_spec(
     }
     let segment_pages = segment_bytes / page;
     let buffers_key = t.key("segment_buffers");
-    let segment_buffers = t.uint("segment_buffers", 1, 64)?.unwrap_or(4) as u32;
+    let segment_buffers = t.uint_or("segment_buffers", 1, 64, 4)? as u32;
     let nvram_key = t.key("nvram_kib");
-    let nvram_bytes = t.uint("nvram_kib", 1, 1 << 30)?.unwrap_or(2048) * 1024;
+    let nvram_bytes = t.uint_or("nvram_kib", 1, 1 << 30, 2048)? * 1024;
     let buffers_bytes = u64::from(segment_buffers) * segment_bytes;
     if nvram_bytes < buffers_bytes + page {
         return Err(Error::config(
@@ -97,7 +97,7 @@ pub(super) fn backup_spec(
         ));
     }
     let disk_key = t.key("disk_mib");
-    let disk_bytes = t.uint("disk_mib", 1, 1 << 30)?.unwrap_or(256) << 20;
+    let disk_bytes = t.uint_or("disk_mib", 1, 1 << 30, 256)? << 20;
     if disk_bytes < segment_bytes {
         return Err(Error::config(
             &disk_key,

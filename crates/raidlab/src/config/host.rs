@@ -46,12 +46,12 @@ pub(super) fn host_spec(mut t: Table<'_>) -> Result<HostSpec> {
     let data_write_interval_ns = positive_s(&mut t, "data_write_interval_s", 30.0)?;
     let atime_granularity_ns = positive_s(&mut t, "atime_granularity_s", 1.0)?;
     let sample_interval_ns = positive_s(&mut t, "sample_interval_s", 1.0)?;
-    let inodes_per_block = t.uint("inodes_per_block", 1, 1 << 16)?.unwrap_or(32) as u32;
+    let inodes_per_block = t.uint_or("inodes_per_block", 1, 1 << 16, 32)? as u32;
     let space_blocks = t.uint("space_blocks", 1, crate::host::SPACE_BLOCKS_MAX)?;
     let latency = Latencies {
-        fs_hit_ns: ns(t.float("fs_hit_us", 0.0, 1e9)?.unwrap_or(20.0) / 1e6),
-        array_hit_ns: ns(t.float("array_hit_us", 0.0, 1e9)?.unwrap_or(200.0) / 1e6),
-        disk_ns: ns(t.float("disk_ms", 0.0, 1e9)?.unwrap_or(10.0) / 1e3),
+        fs_hit_ns: ns(t.float_or("fs_hit_us", 0.0, 1e9, 20.0)? / 1e6),
+        array_hit_ns: ns(t.float_or("array_hit_us", 0.0, 1e9, 200.0)? / 1e6),
+        disk_ns: ns(t.float_or("disk_ms", 0.0, 1e9, 10.0)? / 1e3),
     };
     if latency.disk_ns == 0 {
         return Err(Error::config(t.key("disk_ms"), "must be > 0"));
@@ -140,7 +140,7 @@ pub(super) fn files_spec(
     let kind = match kind_name {
         "random" => FilesKind::Random,
         "zipf" => FilesKind::Zipf {
-            alpha: t.float("alpha", 0.0, 10.0)?.unwrap_or(1.0),
+            alpha: t.float_or("alpha", 0.0, 10.0, 1.0)?,
         },
         _ => {
             let log_key = t.key("log");
@@ -158,12 +158,12 @@ pub(super) fn files_spec(
                     None | Some("skip") => OnMalformed::Skip,
                     Some(_) => OnMalformed::Fail,
                 },
-                time_scale: t.float("time_scale", 0.0, 1e6)?.unwrap_or(1.0),
+                time_scale: t.float_or("time_scale", 0.0, 1e6, 1.0)?,
             }
         }
     };
     let files_key = t.key("file_blocks");
-    let file_blocks = t.uint("file_blocks", 0, u64::from(u32::MAX))?.unwrap_or(16);
+    let file_blocks = t.uint_or("file_blocks", 0, u64::from(u32::MAX), 16)?;
     if file_blocks == 0 {
         return Err(Error::config(
             files_key,
@@ -172,14 +172,14 @@ pub(super) fn files_spec(
     }
     let spec = FilesSpec {
         kind,
-        files: t.uint("files", 1, u64::from(u32::MAX))?.unwrap_or(1024),
+        files: t.uint_or("files", 1, u64::from(u32::MAX), 1024)?,
         file_blocks: file_blocks as u32,
-        reads: t.uint("reads", 0, 1 << 40)?.unwrap_or(20_480),
-        partial_fraction: t.float("partial_fraction", 0.0, 1.0)?.unwrap_or(0.0),
-        write_fraction: t.float("write_fraction", 0.0, 1.0)?.unwrap_or(0.0),
-        think_ns: ns(t.float("think_ms", 0.0, 1e9)?.unwrap_or(0.0) / 1e3),
-        warmup: t.bool("warmup")?.unwrap_or(true),
-        seed: t.uint("seed", 0, u64::MAX)?.unwrap_or(seed),
+        reads: t.uint_or("reads", 0, 1 << 40, 20_480)?,
+        partial_fraction: t.float_or("partial_fraction", 0.0, 1.0, 0.0)?,
+        write_fraction: t.float_or("write_fraction", 0.0, 1.0, 0.0)?,
+        think_ns: ns(t.float_or("think_ms", 0.0, 1e9, 0.0)? / 1e3),
+        warmup: t.bool_or("warmup", true)?,
+        seed: t.uint_or("seed", 0, u64::MAX, seed)?,
     };
     t.finish()?;
     Ok(spec)
@@ -205,7 +205,7 @@ pub(super) fn xray_options(policy: &mut PolicySpec, t: Option<Table<'_>>) -> Res
         .uint("threshold", 1, 1024)?
         .unwrap_or(u64::from(*threshold)) as u32;
     if t.has("refresh_ms") {
-        *refresh_ns = ns(t.float("refresh_ms", 1e-3, 1e9)?.unwrap_or(100.0) / 1e3);
+        *refresh_ns = ns(t.float_or("refresh_ms", 1e-3, 1e9, 100.0)? / 1e3);
     }
     let extra = t.float("extra_reads_per_s", 0.0, 1e9)?;
     *placement = match t.choice("placement", &["unlimited", "idle"])? {

@@ -119,8 +119,10 @@ pub struct Experiment {
     pub write_cache: Option<crate::cache::write::WriteSpec>,
     /// The write cache's backup (`[backup]`: none, dual NVRAM, RAPID-Cache).
     pub backup: Option<crate::cache::backup::BackupSpec>,
-    /// The merged config tree this run was built from, echoed in results.
+    /// The merged config tree this run was built from (its identity in result stores).
     pub tree: Value,
+    /// `tree` with the defaults validation applied filled in, echoed in results.
+    pub resolved: Value,
 }
 
 /// Upper bound on the runs one config may expand to; keeps a typo in a sweep from queueing
@@ -155,6 +157,17 @@ pub fn toml_value(text: &str, file: &str) -> Result<Value> {
 
 /// Validate a config tree (the Python dict arrives here as JSON).
 pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experiment>> {
+    from_value_with(root, base_dir, None)
+}
+
+/// Validate a config tree with `overrides` (a tree, as from `raidlab run --set`) applied to
+/// every run last, after its `[[runs]]` and `[sweep]` values; `runs` and `sweep` in
+/// `overrides` are merged into the config's own before it is expanded.
+pub fn from_value_with(
+    root: &Value,
+    base_dir: Option<&Path>,
+    overrides: Option<&Value>,
+) -> Result<Vec<Experiment>> {
     let Value::Object(map) = root else {
         return Err(Error::config(
             "",
@@ -162,6 +175,21 @@ pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experimen
         ));
     };
     let mut base = Value::Object(map.clone());
+    let mut last = overrides
+        .cloned()
+        .unwrap_or(Value::Object(Default::default()));
+    if let (Value::Object(o), Some(b)) = (&mut last, base.as_object_mut()) {
+        for key in ["runs", "sweep"] {
+            if let Some(v) = o.remove(key) {
+                match b.get_mut(key) {
+                    Some(slot) => merge(slot, &v),
+                    None => {
+                        b.insert(key.to_string(), v);
+                    }
+                }
+            }
+        }
+    }
     let obj = base.as_object_mut().expect("checked above");
     let runs = obj.remove("runs");
     let sweep = obj.remove("sweep");
@@ -204,6 +232,7 @@ pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experimen
             let mut tree = base.clone();
             merge(&mut tree, over);
             merge(&mut tree, combo);
+            merge(&mut tree, &last);
             let key_prefix = if prefix.is_empty() {
                 String::new()
             } else if label.is_empty() {
@@ -211,7 +240,7 @@ pub fn from_value(root: &Value, base_dir: Option<&Path>) -> Result<Vec<Experimen
             } else {
                 format!("{prefix} with {label}")
             };
-            let exp = experiment(&tree, base_dir, out.len(), over, label)
+            let exp = experiment(&tree, base_dir, out.len(), over, label, &last)
                 .map_err(|e| grid.blame(e).unwrap_or_else(|e| e.in_key(&key_prefix)))?;
             out.push(exp);
         }
@@ -225,6 +254,32 @@ fn short(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The `key=value` tokens of a default run name (a value may hold spaces: a token ends
+/// where ` key=` starts the next).
+fn name_tokens(name: &str) -> Vec<String> {
+    let bytes = name.as_bytes();
+    let starts_token = |at: usize| {
+        let rest = &name[at..];
+        let key_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "_.[]-".contains(c)))
+            .unwrap_or(rest.len());
+        key_len > 0 && rest[key_len..].starts_with('=')
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b == b' ' && i + 1 < bytes.len() && starts_token(i + 1) {
+            out.push(name[start..i].to_string());
+            start = i + 1;
+        }
+    }
+    if start < name.len() {
+        out.push(name[start..].to_string());
+    }
+    out.retain(|t| !t.trim().is_empty());
+    out
 }
 
 /// Leaf `key=value` pairs of an override, for default run names.
@@ -253,8 +308,10 @@ fn experiment(
     index: usize,
     over: &Value,
     sweep_label: &str,
+    last: &Value,
 ) -> Result<Experiment> {
     let mut root = Table::new("", tree)?;
+    let defaults = root.defaults();
     let name = root.str("name")?.map(str::to_string);
     // Free-form tables carried into results untouched: `tags` label runs for reports,
     // `report` describes how `raidlab reproduce` presents them.
@@ -269,15 +326,15 @@ fn experiment(
     let run = RunSpec { mode, seed };
     let workload = match root.table("workload")? {
         Some(t) => workload_spec(t, base_dir, run.seed)?,
-        None => return Err(Error::config("workload", "missing; expected a table")),
+        None => return Err(root.missing("workload", "missing; expected a table")),
     };
     let write_table = root.table("write_cache")?;
     let read_cache = root.has("cache");
     let cache = match root.table("cache")? {
-        Some(t) => cache_spec(t)?,
+        Some(t) => cache_spec(t, workload.block_size)?,
         // A write cache may run without a read cache (the STOW paper's setup).
         None if write_table.is_some() => write::no_read_cache(),
-        None => return Err(Error::config("cache", "missing; expected a table")),
+        None => return Err(root.missing("cache", "missing; expected a table")),
     };
     let array = root
         .table("array")?
@@ -341,8 +398,22 @@ fn experiment(
     let name = name.unwrap_or_else(|| {
         let mut parts = Vec::new();
         leaves("", over, &mut parts);
+        parts.retain(|p| !p.ends_with("=null")); // a removed key names nothing
         if !sweep_label.is_empty() {
             parts.push(sweep_label.to_string());
+        }
+        // Overrides given last (`raidlab run --set`) replace what the name says of their
+        // keys, and are named themselves; a removed key (null) is only dropped.
+        let mut set = Vec::new();
+        leaves("", last, &mut set);
+        if !set.is_empty() {
+            let mut kept = name_tokens(&parts.join(" "));
+            kept.retain(|t| {
+                let key = t.split('=').next().unwrap_or("");
+                !set.iter().any(|s| s.split('=').next() == Some(key))
+            });
+            kept.extend(set.into_iter().filter(|s| !s.ends_with("=null")));
+            parts = kept;
         }
         if parts.is_empty() {
             format!("run{index}")
@@ -350,6 +421,17 @@ fn experiment(
             parts.join(" ")
         }
     });
+    let mut resolved = tree.clone();
+    for (path, value) in defaults.borrow().iter() {
+        insert_absent(&mut resolved, path, value);
+    }
+    let mode_name = if mode == Mode::Timed {
+        "timed"
+    } else {
+        "count"
+    };
+    insert_absent(&mut resolved, "run.mode", &Value::from(mode_name));
+    insert_absent(&mut resolved, "run.seed", &Value::from(seed));
     Ok(Experiment {
         name,
         workload,
@@ -362,7 +444,25 @@ fn experiment(
         write_cache,
         backup,
         tree: tree.clone(),
+        resolved,
     })
+}
+
+/// Set the dotted `path` of `tree` to `value` unless it is present (creating tables on the
+/// way).
+fn insert_absent(tree: &mut Value, path: &str, value: &Value) {
+    let mut node = tree;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let Value::Object(map) = node else { return };
+        if parts.peek().is_none() {
+            map.entry(part.to_string()).or_insert_with(|| value.clone());
+            return;
+        }
+        node = map
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
 }
 
 #[cfg(test)]

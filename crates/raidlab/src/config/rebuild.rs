@@ -13,7 +13,7 @@ const MD_MAX_KIB_S: f64 = 200_000.0;
 
 /// One `[[events]]` table with a `rebuild` key: `rebuild = disk`, optional `spare = index`.
 pub(super) fn event_action(t: &mut Table<'_>) -> Result<Action> {
-    let disk = t.uint("rebuild", 0, u32::MAX as u64)?.unwrap_or(0) as u32;
+    let disk = t.uint_or("rebuild", 0, u32::MAX as u64, 0)? as u32;
     if t.has("fail") {
         return Err(Error::config(
             t.key("fail"),
@@ -56,7 +56,7 @@ pub(super) fn rebuild_spec(
              raid5 or raid6",
         ));
     }
-    let spares = t.uint("spares", 0, 64)?.unwrap_or(1) as u32;
+    let spares = t.uint_or("spares", 0, 64, 1)? as u32;
     let mut order = match t.choice("order", OrderSpec::NAMES)? {
         None | Some("sequential") => OrderSpec::Sequential,
         Some(_) => OrderSpec::Pro(ProSpec::default()),
@@ -68,7 +68,7 @@ pub(super) fn rebuild_spec(
                 "only applies to order = \"pro\"",
             ));
         };
-        spec.zone_units = p.uint("zone_units", 1, 1 << 40)?.unwrap_or(spec.zone_units);
+        spec.zone_units = p.uint_or("zone_units", 1, 1 << 40, spec.zone_units)?;
         spec.zones_max = p
             .uint("zones_max", 1, 1 << 20)?
             .unwrap_or(u64::from(spec.zones_max)) as u32;
@@ -88,12 +88,12 @@ pub(super) fn rebuild_spec(
     }
     let executor = if executor_name == "sor" {
         ExecutorSpec::Sor {
-            stripes: t.uint("stripes", 1, 4096)?.unwrap_or(1) as u32,
+            stripes: t.uint_or("stripes", 1, 4096, 1)? as u32,
         }
     } else {
         ExecutorSpec::Dor {
-            buffers: t.uint("buffers", 1, 1 << 20)?.unwrap_or(64) as u32,
-            depth: t.uint("depth", 1, 64)?.unwrap_or(2) as u32,
+            buffers: t.uint_or("buffers", 1, 1 << 20, 64)? as u32,
+            depth: t.uint_or("depth", 1, 64, 2)? as u32,
         }
     };
     let md = t.choice("rate", &["full", "md"])? == Some("md");
@@ -102,8 +102,8 @@ pub(super) fn rebuild_spec(
             return Err(Error::config(t.key(key), "only applies to rate = \"md\""));
         }
     }
-    let min = t.float("min_kib_s", 0.001, 1e9)?.unwrap_or(MD_MIN_KIB_S);
-    let max = t.float("max_kib_s", 0.001, 1e9)?.unwrap_or(MD_MAX_KIB_S);
+    let min = t.float_or("min_kib_s", 0.001, 1e9, MD_MIN_KIB_S)?;
+    let max = t.float_or("max_kib_s", 0.001, 1e9, MD_MAX_KIB_S)?;
     if md && min > max {
         return Err(Error::config(
             t.key("min_kib_s"),
@@ -118,8 +118,8 @@ pub(super) fn rebuild_spec(
     } else {
         RateSpec::Full
     };
-    let redirect = t.bool("redirect")?.unwrap_or(true);
-    let piggyback = t.bool("piggyback")?.unwrap_or(false);
+    let redirect = t.bool_or("redirect", true)?;
+    let piggyback = t.bool_or("piggyback", false)?;
     let extent_bytes = t
         .float("extent_gib", 1e-6, 1e9)?
         .map(|g| (g * (1u64 << 30) as f64) as u64);
@@ -129,7 +129,7 @@ pub(super) fn rebuild_spec(
             "smaller than one stripe unit",
         ));
     }
-    let mttf_hours = t.float("mttf_hours", 1.0, 1e12)?.unwrap_or(1_000_000.0);
+    let mttf_hours = t.float_or("mttf_hours", 1.0, 1e12, 1_000_000.0)?;
     t.finish()?;
     check_events(timed, array, spares)?;
     Ok(Some(RebuildSpec {

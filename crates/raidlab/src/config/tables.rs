@@ -15,20 +15,23 @@ pub(super) fn workload_spec(
     base_dir: Option<&Path>,
     seed: u64,
 ) -> Result<WorkloadSpec> {
-    let block_size = t.uint("block_size", 512, 1 << 30)?.unwrap_or(4096);
+    let block_size = t.size("block_size", 512, 1 << 30, 1)?.unwrap_or_else(|| {
+        t.default_used("block_size", 4096);
+        4096
+    });
     if !block_size.is_power_of_two() {
         return Err(Error::config(
             t.key("block_size"),
             format!("expected a power of two >= 512, got {block_size}"),
         ));
     }
-    let ops = match t.choice("ops", &["reads", "all"])? {
-        None | Some("reads") => OpsFilter::Reads,
-        Some(_) => OpsFilter::All,
+    let ops = match t.choice_or("ops", &["reads", "all"], "reads")? {
+        "reads" => OpsFilter::Reads,
+        _ => OpsFilter::All,
     };
     let limit = t.uint("limit", 1, u64::MAX)?;
     let device = t.uint("device", 0, u64::MAX)?;
-    let split = t.bool("split")?.unwrap_or(true);
+    let split = t.bool_or("split", true)?;
     let source = match t.tables("overlay")? {
         Some(parts) => {
             for key in ["trace", "format", "synthetic"] {
@@ -107,8 +110,8 @@ pub(super) fn source_spec(
             ))
         }
         (None, None) => {
-            return Err(Error::config(
-                t.key("trace"),
+            return Err(t.missing(
+                "trace",
                 "missing; expected a trace path or a [workload.synthetic] table",
             ))
         }
@@ -117,59 +120,61 @@ pub(super) fn source_spec(
 
 fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
     const REQUESTS_MAX: u64 = 1 << 40;
-    let kind_key = t.key("kind");
     let kind = t.choice("kind", &["zipf", "uniform", "websearch", "bursty", "spc1"])?;
-    let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(run_seed);
+    let seed = t.uint_or("seed", 0, u64::MAX, run_seed)?;
     let spec = match kind {
         Some("zipf") => SynthSpec::Zipf {
-            keys: t.uint("keys", 1, 1 << 40)?.unwrap_or(1_000_000),
-            alpha: t.float("alpha", 0.0, 10.0)?.unwrap_or(0.9),
-            requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(10_000_000),
+            keys: t.uint_or("keys", 1, 1 << 40, 1_000_000)?,
+            alpha: t.float_or("alpha", 0.0, 10.0, 0.9)?,
+            requests: t.uint_or("requests", 1, REQUESTS_MAX, 10_000_000)?,
             seed,
         },
         Some("uniform") => SynthSpec::Uniform {
-            keys: t.uint("keys", 1, 1 << 40)?.unwrap_or(1_000_000),
-            requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(10_000_000),
+            keys: t.uint_or("keys", 1, 1 << 40, 1_000_000)?,
+            requests: t.uint_or("requests", 1, REQUESTS_MAX, 10_000_000)?,
             seed,
         },
         Some("websearch") => {
             // 60 GB: the span of SPC-1-web as the VDF paper gives it.
-            let space_gib = t.float("space_gib", 0.001, 1e6)?.unwrap_or(60.0);
-            let mean_ms = t.float("mean_interarrival_ms", 1e-6, 1e9)?.unwrap_or(3.7);
+            let space_gib = t.float_or("space_gib", 0.001, 1e6, 60.0)?;
+            let mean_ms = t.float_or("mean_interarrival_ms", 1e-6, 1e9, 3.7)?;
             SynthSpec::WebSearch {
                 space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
-                requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(1_000_000),
+                requests: t.uint_or("requests", 1, REQUESTS_MAX, 1_000_000)?,
                 mean_interarrival_ns: (mean_ms * 1e6).round().max(1.0) as u64,
                 seed,
-                cluster_bytes: t.uint("cluster_kib", 32, 1 << 30)?.unwrap_or(32) << 10,
+                cluster_bytes: t.uint_or("cluster_kib", 32, 1 << 30, 32)? << 10,
             }
         }
         Some("bursty") => super::bursty::bursty_spec(&mut t, seed)?,
         Some("spc1") => {
             // 573 million 512-byte sectors: the STOW paper's RAID-5 full backend.
-            let space_gib = t.float("space_gib", 0.001, 1e6)?.unwrap_or(273.2);
+            let space_gib = t.float_or("space_gib", 0.001, 1e6, 273.2)?;
             SynthSpec::Spc1 {
                 space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
                 partial: t.choice("backend", &["full", "partial"])? == Some("partial"),
-                iops: t.float("iops", 1e-3, 1e9)?.unwrap_or(1000.0),
-                requests: t.uint("requests", 1, REQUESTS_MAX)?.unwrap_or(1_000_000),
+                iops: t.float_or("iops", 1e-3, 1e9, 1000.0)?,
+                requests: t.uint_or("requests", 1, REQUESTS_MAX, 1_000_000)?,
                 seed,
             }
         }
-        _ => return Err(Error::config(
-            kind_key,
-            "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\", \"spc1\"",
-        )),
+        _ => {
+            return Err(t.missing(
+                "kind",
+                "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\", \"spc1\"",
+            ));
+        }
     };
     t.finish()?;
     Ok(spec)
 }
 
-pub(super) fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
+pub(super) fn cache_spec(mut t: Table<'_>, block_size: u32) -> Result<CacheSpec> {
     let policy_key = t.key("policy");
-    let name = t
-        .str("policy")?
-        .ok_or_else(|| Error::config(&policy_key, "missing; expected a policy name"))?;
+    let name = match t.str("policy")? {
+        Some(name) => name,
+        None => return Err(t.missing("policy", "missing; expected a policy name")),
+    };
     let mut policy = PolicySpec::from_name(name).ok_or_else(|| {
         Error::config(
             &policy_key,
@@ -239,32 +244,57 @@ pub(super) fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
         q.finish()?;
     }
     super::host::xray_options(&mut policy, t.table("xray")?)?;
-    let unit = match t.choice("unit", &["block", "object"])? {
-        None | Some("block") => Unit::Block,
-        Some(_) => Unit::Object,
+    let unit = match t.choice_or("unit", &["block", "object"], "block")? {
+        "block" => Unit::Block,
+        _ => Unit::Object,
     };
-    let blocks = t.uint("capacity_blocks", 1, 1 << 40)?;
+    // `capacity_blocks` is in blocks, but also takes a size with a unit ("128MiB");
+    // `capacity` is a size in bytes (an integer or "1GiB") in either unit.
+    let blocks = t.size("capacity_blocks", 1, 1 << 40, u64::from(block_size))?;
     let bytes = t.uint("capacity_bytes", 1, 1 << 60)?;
     let fraction = t.float("capacity_fraction", 1e-9, 1.0)?;
-    let capacity = match (unit, blocks, bytes, fraction) {
-        (Unit::Block, Some(b), None, None) => Capacity::Units(b),
-        (Unit::Block, None, None, Some(f)) => Capacity::FootprintFraction(f),
-        (Unit::Object, None, Some(b), None) => Capacity::Units(b),
-        (Unit::Block, ..) => return Err(Error::config(
-            t.key("capacity_blocks"),
-            "expected exactly one of capacity_blocks or capacity_fraction with unit = \"block\"",
-        )),
-        (Unit::Object, ..) => {
+    let size = match unit {
+        Unit::Block => t.size("capacity", 1, 1 << 40, u64::from(block_size))?,
+        Unit::Object => t.size("capacity", 1, 1 << 60, 1)?,
+    };
+    const CAPACITY_KEYS: [&str; 4] = [
+        "capacity",
+        "capacity_blocks",
+        "capacity_bytes",
+        "capacity_fraction",
+    ];
+    let capacity = match (unit, blocks.or(size), bytes, fraction) {
+        _ if size.is_some() && (blocks.is_some() || bytes.is_some() || fraction.is_some()) => {
             return Err(Error::config(
-                t.key("capacity_bytes"),
-                "expected capacity_bytes (and no other capacity) with unit = \"object\"",
+                t.key("capacity"),
+                "give one capacity: capacity or capacity_blocks/capacity_bytes/capacity_fraction",
             ))
         }
+        (Unit::Block, Some(b), None, None) => Capacity::Units(b),
+        (Unit::Block, None, None, Some(f)) => Capacity::FootprintFraction(f),
+        (Unit::Object, Some(b), None, None) if blocks.is_none() => Capacity::Units(b),
+        (Unit::Object, None, Some(b), None) => Capacity::Units(b),
+        (Unit::Block, ..) => {
+            return Err(t.typo_of(&CAPACITY_KEYS).unwrap_or_else(|| {
+                Error::config(
+                    t.key("capacity_blocks"),
+                    "expected exactly one of capacity (a size such as \"128MiB\"), capacity_blocks or capacity_fraction with unit = \"block\"",
+                )
+            }))
+        }
+        (Unit::Object, ..) => {
+            return Err(t.typo_of(&CAPACITY_KEYS).unwrap_or_else(|| {
+                Error::config(
+                    t.key("capacity_bytes"),
+                    "expected capacity_bytes or capacity (a size such as \"1GiB\"), and no other capacity, with unit = \"object\"",
+                )
+            }))
+        }
     };
-    let writes = match t.choice("writes", &["ignore", "invalidate", "access"])? {
-        None | Some("ignore") => Writes::Ignore,
-        Some("invalidate") => Writes::Invalidate,
-        Some(_) => Writes::Access,
+    let writes = match t.choice_or("writes", &["ignore", "invalidate", "access"], "ignore")? {
+        "ignore" => Writes::Ignore,
+        "invalidate" => Writes::Invalidate,
+        _ => Writes::Access,
     };
     t.finish()?;
     Ok(CacheSpec {
@@ -278,7 +308,10 @@ pub(super) fn cache_spec(mut t: Table<'_>) -> Result<CacheSpec> {
 pub(super) fn array_spec(mut t: Table<'_>, block_size: u32) -> Result<ArraySpec> {
     let level_key = t.key("level");
     let level = match t.str("level")? {
-        None => Level::Raid5,
+        None => {
+            t.default_used("level", "raid5");
+            Level::Raid5
+        }
         Some(name) => Level::from_name(name).ok_or_else(|| {
             Error::config(
                 &level_key,
@@ -288,7 +321,10 @@ pub(super) fn array_spec(mut t: Table<'_>, block_size: u32) -> Result<ArraySpec>
     };
     let layout_key = t.key("layout");
     let layout = match t.str("layout")? {
-        None => Layout::LeftSymmetric,
+        None => {
+            t.default_used("layout", "left-symmetric");
+            Layout::LeftSymmetric
+        }
         Some(name) => Layout::from_name(name).ok_or_else(|| {
             Error::config(
                 &layout_key,
@@ -296,11 +332,14 @@ pub(super) fn array_spec(mut t: Table<'_>, block_size: u32) -> Result<ArraySpec>
             )
         })?,
     };
-    let disks_key = t.key("disks");
-    let disks = t
-        .uint("disks", 1, 1024)?
-        .ok_or_else(|| Error::config(disks_key, "missing; expected the number of disks"))?;
-    let stripe_unit_bytes = t.uint("stripe_unit", 1, 1 << 34)?.unwrap_or(65536);
+    let disks = match t.uint("disks", 1, 1024)? {
+        Some(d) => d,
+        None => return Err(t.missing("disks", "missing; expected the number of disks")),
+    };
+    let stripe_unit_bytes = t.size("stripe_unit", 1, 1 << 34, 1)?.unwrap_or_else(|| {
+        t.default_used("stripe_unit", 65536);
+        65536
+    });
     let failed = t
         .uint_list("failed", u32::MAX as u64)?
         .unwrap_or_default()

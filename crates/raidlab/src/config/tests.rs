@@ -120,8 +120,17 @@ fn bad_values_name_their_key() {
         e,
         "config key `array.disks`: expected an integer, got string \"six\""
     );
+    // A typo is an unknown key with a did-you-mean, not a "missing capacity" error.
     let e = err(&BASE.replace("capacity_blocks = 100", "capacity_blok = 100"));
-    assert!(e.starts_with("config key `cache.capacity_blocks`"), "{e}");
+    assert_eq!(
+        e,
+        "config key `cache.capacity_blok`: unknown key; did you mean \"capacity_blocks\"?"
+    );
+    let e = err(&BASE.replace("disks = 6", "disks = 6\nlayuot = \"left-symmetric\""));
+    assert!(
+        e.starts_with("config key `array.layuot`: unknown key; did you mean \"layout\"?"),
+        "{e}"
+    );
     let e = err(&format!("{BASE}\n[extra]\n"));
     assert!(e.starts_with("config key `extra`: unknown key"), "{e}");
     let e = err(&format!("{BASE}\n[[runs]]\ncache.policy = 3\n"));
@@ -246,4 +255,47 @@ proptest::proptest! {
             proptest::prop_assert!(key.starts_with("array"), "{}", key);
         }
     }
+}
+
+#[test]
+fn sizes_take_units() {
+    use super::tree::parse_size;
+    assert_eq!(parse_size("128MiB"), Ok(128.0 * 1048576.0));
+    assert_eq!(parse_size("1 GiB"), Ok(1073741824.0));
+    assert_eq!(parse_size("4k"), Ok(4096.0));
+    assert_eq!(parse_size("1.5GB"), Ok(1.5e9));
+    assert_eq!(parse_size("4096"), Ok(4096.0));
+    assert!(parse_size("lots").is_err() && parse_size("12 parsecs").is_err());
+    let exps = parse(
+        &BASE
+            .replace("capacity_blocks = 100", "capacity = \"1MiB\"")
+            .replace("disks = 6", "disks = 6\nstripe_unit = \"32KiB\""),
+    )
+    .unwrap();
+    assert_eq!(exps[0].cache.capacity, Capacity::Units(256));
+    assert_eq!(exps[0].array.as_ref().unwrap().stripe_unit_bytes, 32768);
+    let e = err(&BASE.replace("capacity_blocks = 100", "capacity_blocks = \"1KiB\""));
+    assert!(e.starts_with("config key `cache.capacity_blocks`"), "{e}");
+}
+
+#[test]
+fn overrides_apply_last_and_null_removes() {
+    let tree = toml_value(BASE, "t.toml").unwrap();
+    let over = serde_json::json!({"cache": {"capacity_blocks": null, "capacity": "2MiB"}});
+    let exps = from_value_with(&tree, None, Some(&over)).unwrap();
+    assert_eq!(exps[0].cache.capacity, Capacity::Units(512));
+    // The resolved config has the defaults that were used.
+    let r = &exps[0].resolved;
+    assert_eq!(r["workload"]["block_size"], 4096);
+    assert_eq!(r["run"]["mode"], "count");
+    assert_eq!(r["array"]["stripe_unit"], 65536);
+    assert!(exps[0].tree["cache"].get("capacity_blocks").is_none());
+    assert_eq!(exps[0].name, "cache.capacity=2MiB");
+    // In [[runs]] too, a null removes the key and is not part of the name.
+    let runs = format!("{BASE}\n[[runs]]\ncache.capacity = \"1MiB\"\n");
+    let mut tree = toml_value(&runs, "t.toml").unwrap();
+    tree["runs"][0]["cache"]["capacity_blocks"] = serde_json::Value::Null;
+    let exps = from_value(&tree, None).unwrap();
+    assert_eq!(exps[0].cache.capacity, Capacity::Units(256));
+    assert_eq!(exps[0].name, "cache.capacity=1MiB");
 }

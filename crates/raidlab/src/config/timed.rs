@@ -112,7 +112,7 @@ pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, Option<RunTimed>)>
         return Ok((1, None));
     };
     let timed = t.choice("mode", &["count", "timed"])? == Some("timed");
-    let seed = t.uint("seed", 0, u64::MAX)?.unwrap_or(1);
+    let seed = t.uint_or("seed", 0, u64::MAX, 1)?;
     let driver_name = t
         .choice("driver", &["open", "closed", "ramp"])?
         .unwrap_or("open");

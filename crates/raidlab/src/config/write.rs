@@ -166,7 +166,7 @@ pub(super) fn write_cache_spec(
                 RateSpec::Rapid {
                     high_pct: high,
                     low_pct: low,
-                    idle: t.bool("idle_destage")?.unwrap_or(true),
+                    idle: t.bool_or("idle_destage", true)?,
                 }
             } else {
                 RateSpec::Linear {
@@ -180,11 +180,11 @@ pub(super) fn write_cache_spec(
         },
         _ => RateSpec::Asap,
     };
-    let max_destages = t.uint("max_destages", 1, 1 << 16)?.unwrap_or(20) as u32;
-    let seq_pages = t.uint("seq_pages", 1, 64)?.unwrap_or(2) as u32;
-    let drain = t.bool("drain")?.unwrap_or(true);
+    let max_destages = t.uint_or("max_destages", 1, 1 << 16, 20)? as u32;
+    let seq_pages = t.uint_or("seq_pages", 1, 64, 2)? as u32;
+    let drain = t.bool_or("drain", true)?;
     // Checked and applied against `[cache]` by `unified.rs`.
-    let unified = t.bool("unified")?.unwrap_or(false);
+    let unified = t.bool_or("unified", false)?;
     t.finish()?;
     Ok(Some(WriteSpec {
         capacity_pages,

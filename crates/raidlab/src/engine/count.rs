@@ -34,13 +34,32 @@ pub fn prepass(
     array: Option<&ArraySpec>,
     writes: Writes,
 ) -> Result<Prepass> {
+    prepass_with(workload, array, writes, &mut |_| true)
+}
+
+/// Requests the pre-pass reads between calls of its progress callback.
+const PREPASS_TICK: u64 = 1 << 16;
+
+/// [`prepass`], calling `tick(requests read so far)` every [`PREPASS_TICK`] requests; when
+/// `tick` returns false the pre-pass stops with [`crate::Error::Cancelled`].
+pub fn prepass_with(
+    workload: &WorkloadSpec,
+    array: Option<&ArraySpec>,
+    writes: Writes,
+    tick: &mut dyn FnMut(u64) -> bool,
+) -> Result<Prepass> {
     let array = array.map(Array::new).transpose()?;
     let mut src = workload::open(workload)?;
     let addressing = src.addressing();
     let mut seen = BlockSet::default();
     let mut looked_up = BlockSet::default();
     let mut cold: u64 = 0;
+    let mut read: u64 = 0;
     while let Some(req) = src.next_request()? {
+        read += 1;
+        if read.is_multiple_of(PREPASS_TICK) && !tick(read) {
+            return Err(crate::Error::Cancelled);
+        }
         let (first, count) = workload.span(&req, addressing);
         let lookup = req.op == Op::Read || writes == Writes::Access;
         for lba in first..first + count {
@@ -136,6 +155,8 @@ pub fn run(
             now += 1;
             m.block_requests += 1;
             m.lookups += 1;
+            let bytes = m.object_bytes.get_or_insert((0, 0));
+            bytes.0 += u64::from(size);
             if is_read {
                 m.read_blocks += 1;
             } else {
@@ -147,6 +168,9 @@ pub fn run(
                 m.misses += 1;
                 m.miss_disk_blocks += 1;
                 m.disk_reads[0] += 1;
+                if let Some(bytes) = m.object_bytes.as_mut() {
+                    bytes.1 += u64::from(size);
+                }
                 evicted.clear();
                 policy.insert(&acc, &mut evicted);
                 m.evictions += evicted.len() as u64;

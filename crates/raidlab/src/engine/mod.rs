@@ -25,6 +25,9 @@ pub struct BatchProgress {
     pub runs_total: usize,
     /// Requests replayed so far over all runs.
     pub requests: u64,
+    /// Requests read so far by the footprint pre-pass under way (`capacity_fraction`), 0
+    /// when none is.
+    pub prepass_requests: u64,
 }
 
 /// Run one experiment.
@@ -42,7 +45,7 @@ pub fn run_one(
         return hierarchy::run(exp, progress).map(|m| RunMetrics::Hierarchy(Box::new(m)));
     }
     match exp.run.mode {
-        Mode::Count => count::run(exp, pre, progress).map(RunMetrics::Count),
+        Mode::Count => count::run(exp, pre, progress).map(|m| RunMetrics::Count(Box::new(m))),
         Mode::Timed => timed::run(exp, pre, progress).map(|m| RunMetrics::Timed(Box::new(m))),
     }
 }
@@ -61,6 +64,7 @@ pub fn run_batch(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let requests = AtomicU64::new(0);
+    let prepass_requests = AtomicU64::new(0);
     let cancelled = AtomicBool::new(false);
     let results: Mutex<Vec<Option<Result<RunMetrics>>>> =
         Mutex::new((0..total).map(|_| None).collect());
@@ -71,6 +75,7 @@ pub fn run_batch(
                 runs_done: done.load(Ordering::Relaxed),
                 runs_total: total,
                 requests: r,
+                prepass_requests: prepass_requests.load(Ordering::Relaxed),
             });
         if !ok {
             cancelled.store(true, Ordering::Relaxed);
@@ -86,9 +91,13 @@ pub fn run_batch(
         let outcome = if cancelled.load(Ordering::Relaxed) {
             Err(Error::Cancelled)
         } else {
-            prepasses
-                .get(exp)
-                .and_then(|fp| run_one(exp, fp, &mut |d| report(d)))
+            let mut tick = |n: u64| {
+                prepass_requests.store(n, Ordering::Relaxed);
+                report(0)
+            };
+            let pre = prepasses.get(exp, &mut tick);
+            prepass_requests.store(0, Ordering::Relaxed);
+            pre.and_then(|fp| run_one(exp, fp, &mut |d| report(d)))
         };
         results
             .lock()
@@ -123,7 +132,11 @@ struct Prepasses {
 type PrepassKey = (WorkloadSpec, Option<ArraySpec>, Writes);
 
 impl Prepasses {
-    fn get(&self, exp: &Experiment) -> Result<Option<count::Prepass>> {
+    fn get(
+        &self,
+        exp: &Experiment,
+        tick: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<Option<count::Prepass>> {
         if !matches!(exp.cache.capacity, Capacity::FootprintFraction(_)) {
             return Ok(None);
         }
@@ -132,7 +145,7 @@ impl Prepasses {
         if let Some((_, pre)) = known.iter().find(|(k, _)| *k == key) {
             return Ok(Some(*pre));
         }
-        let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes)?;
+        let pre = count::prepass_with(&exp.workload, exp.array.as_ref(), exp.cache.writes, tick)?;
         known.push((key, pre));
         Ok(Some(pre))
     }

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 /// The results of one run, whichever mode it ran in.
 #[derive(Debug, Clone)]
 pub enum RunMetrics {
-    Count(CountMetrics),
+    Count(Box<CountMetrics>),
     Timed(Box<TimedMetrics>),
     /// A two-level (host + array) run.
     Hierarchy(Box<crate::engine::hierarchy::HierarchyMetrics>),
@@ -91,6 +91,9 @@ pub struct CountMetrics {
     pub metadata_bytes: u64,
     /// Elapsed host time of the replay (not of the footprint pre-pass).
     pub wall_ns: u64,
+    /// Object mode: bytes of the objects looked up and of those missed (`None` in block
+    /// mode, where every block has the same size and the byte ratio is the block ratio).
+    pub object_bytes: Option<(u64, u64)>,
 }
 
 /// `num / den`, 0 when `den` is 0.
@@ -119,6 +122,12 @@ impl CountMetrics {
         self.cold_miss_disk_blocks.map(|c| ratio(c, self.lookups))
     }
 
+    /// Object mode: the share of looked-up bytes that missed (libCacheSim's byte miss ratio).
+    pub fn byte_miss_ratio(&self) -> Option<f64> {
+        self.object_bytes
+            .map(|(looked, missed)| ratio(missed, looked))
+    }
+
     /// A flat record: every counter plus the derived ratios, as JSON.
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
@@ -136,6 +145,11 @@ impl CountMetrics {
         put("misses", json!(self.misses));
         put("hit_ratio", json!(self.hit_ratio()));
         put("miss_ratio", json!(1.0 - self.hit_ratio()));
+        if let Some((looked, missed)) = self.object_bytes {
+            put("lookup_bytes", json!(looked));
+            put("miss_bytes", json!(missed));
+            put("byte_miss_ratio", json!(ratio(missed, looked)));
+        }
         put("rgr", json!(self.rgr()));
         put("miss_disk_blocks", json!(self.miss_disk_blocks));
         put("rgr_floor", json!(self.rgr_floor()));

@@ -74,6 +74,11 @@ impl<R: Read> Records<R> {
         }
     }
 
+    /// 1-based number of the last record handed out.
+    pub(crate) fn record_no(&self) -> u64 {
+        self.record_no
+    }
+
     /// The next record.
     #[inline]
     pub(crate) fn next<const N: usize>(&mut self) -> std::io::Result<Next<N>> {

@@ -3,6 +3,10 @@
 //!
 //! Requests are keyed ([`Addressing::Keys`]) with `len = 0` (no size in the format), `op =
 //! Read` and `time_ns = 0` (no time either).
+//!
+//! Any 4 bytes are a key, so the only check is on the start of the stream: when the first
+//! [`TEXT_CHECK_KEYS`] keys are all printable text with a line end among them, the file is
+//! text (a CSV given the wrong `format`), and reading stops at record 1.
 
 use std::io::Read;
 
@@ -17,11 +21,18 @@ pub enum Endian {
     Little,
 }
 
+/// Keys at the start of a stream checked for being text.
+pub const TEXT_CHECK_KEYS: usize = 64;
+
 /// Reader of u32 key streams.
 pub struct KeysReader<R> {
     records: Records<R>,
     endian: Endian,
     label: String,
+    /// The first keys' bytes, until [`TEXT_CHECK_KEYS`] have been seen (then the check
+    /// is done and this is emptied for good).
+    head: Vec<u8>,
+    checked: bool,
 }
 
 impl<R: Read> KeysReader<R> {
@@ -30,6 +41,8 @@ impl<R: Read> KeysReader<R> {
             records: Records::new(input),
             endian,
             label: label.to_string(),
+            head: Vec::with_capacity(TEXT_CHECK_KEYS * 4),
+            checked: false,
         }
     }
 }
@@ -40,6 +53,24 @@ impl<R: Read> RequestSource for KeysReader<R> {
         let Some(word) = self.records.record::<4>(&self.label, "key")? else {
             return Ok(None);
         };
+        if !self.checked {
+            self.head.extend_from_slice(&word);
+            if self.head.len() >= TEXT_CHECK_KEYS * 4 {
+                self.checked = true;
+                let text = self
+                    .head
+                    .iter()
+                    .all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e));
+                if text && self.head.contains(&b'\n') {
+                    return Err(crate::error::Error::trace_record(
+                        &self.label,
+                        1,
+                        "not a u32 key stream: the file starts with lines of text; set `format` to this file's format",
+                    ));
+                }
+                self.head = Vec::new();
+            }
+        }
         let key = match self.endian {
             Endian::Big => u32::from_be_bytes(word),
             Endian::Little => u32::from_le_bytes(word),
@@ -84,6 +115,18 @@ mod tests {
             vec![0x0100_0000, 0xefbe_adde]
         );
         assert_eq!(keys(&[], Endian::Big).unwrap(), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn text_is_not_keys() {
+        let csv = b"128166372003061629,hm,0,Read,383496192,32768,1331\n".repeat(8);
+        let e = keys(&csv, Endian::Big).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "k: record 1: not a u32 key stream: the file starts with lines of text"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -33,13 +33,23 @@ impl<R: Read> OracleReader<R> {
 }
 
 #[inline]
-fn decode(rec: &[u8; RECORD_BYTES]) -> (u32, u64, u32) {
-    let [t0, t1, t2, t3, i0, i1, i2, i3, i4, i5, i6, i7, s0, s1, s2, s3, ..] = *rec;
+fn decode(rec: &[u8; RECORD_BYTES]) -> (u32, u64, u32, i64) {
+    let [t0, t1, t2, t3, i0, i1, i2, i3, i4, i5, i6, i7, s0, s1, s2, s3, n0, n1, n2, n3, n4, n5, n6, n7] =
+        *rec;
     (
         u32::from_le_bytes([t0, t1, t2, t3]),
         u64::from_le_bytes([i0, i1, i2, i3, i4, i5, i6, i7]),
         u32::from_le_bytes([s0, s1, s2, s3]),
+        i64::from_le_bytes([n0, n1, n2, n3, n4, n5, n6, n7]),
     )
+}
+
+/// Whether a decoded `next_access_vtime` is one libCacheSim writes: -1 or `i64::MAX` (no
+/// next access) or a request index below 2^48. Anything else means the file is not
+/// oracleGeneral (text read as records gives values above 2^60).
+#[inline]
+pub(crate) fn plausible_next(next: i64) -> bool {
+    next == -1 || next == i64::MAX || (0..1 << 48).contains(&next)
 }
 
 impl<R: Read> RequestSource for OracleReader<R> {
@@ -48,7 +58,21 @@ impl<R: Read> RequestSource for OracleReader<R> {
         let Some(rec) = self.records.record::<RECORD_BYTES>(&self.label, "record")? else {
             return Ok(None);
         };
-        let (time_s, id, size) = decode(&rec);
+        let (time_s, id, size, next) = decode(&rec);
+        if !plausible_next(next) {
+            let text = rec
+                .iter()
+                .all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e));
+            return Err(crate::error::Error::trace_record(
+                &self.label,
+                self.records.record_no(),
+                format!(
+                    "not an oracleGeneral record: next_access_vtime {next} is neither -1, \
+                     i64::MAX nor a request index{}; set `format` to this file's format",
+                    if text { " (the bytes are text)" } else { "" }
+                ),
+            ));
+        }
         let first = *self.first_time_s.get_or_insert(time_s);
         let time_ns = u64::from(time_s.saturating_sub(first)) * 1_000_000_000;
         Ok(Some(Request {
@@ -101,6 +125,26 @@ mod tests {
         assert_eq!(r2.time_ns, 1_000_000_000);
         assert_eq!(r.next_request().unwrap(), None);
         assert_eq!(r.addressing(), Addressing::Keys);
+    }
+
+    #[test]
+    fn text_is_not_records() {
+        let csv = b"128166372003061629,hm,0,Read,383496192,32768,1331\n".repeat(4);
+        let mut r = OracleReader::new(&csv[..], "t.csv");
+        let e = r.next_request().unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.csv: record 1: not an oracleGeneral record") && e.contains("text"),
+            "{e}"
+        );
+        let mut bad = rec(1, 1, 1, 1);
+        bad.extend(rec(2, 2, 2, 1 << 50));
+        let mut r = OracleReader::new(&bad[..], "t.bin");
+        assert!(r.next_request().unwrap().is_some());
+        let e = r.next_request().unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.bin: record 2: not an oracleGeneral"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,10 +10,14 @@
 //! tried before DiskSim (decimal milliseconds). A file name containing `mqsim` or `disksim`
 //! moves that format to the front.
 //!
+//! A head that is mostly text (no NUL; UTF-8, or at least 95% printable ASCII) is treated as text
+//! too, so that it is reported as an unrecognised text file rather than read as binary.
+//!
 //! Binary heads are oracleGeneral when every 24-byte record has a plausible
 //! `next_access_vtime` (-1, `i64::MAX`, or below 2^48) and non-decreasing times; otherwise
-//! u32 keys, whose byte order is read off where the zero bytes of small numbers fall. Names
-//! containing `oraclegeneral`, `u32be` or `u32le` decide directly.
+//! u32 keys, whose byte order is read off where the zero bytes of small numbers fall (only
+//! when the signal is clear, so random bytes are refused). Names containing
+//! `oraclegeneral`, `u32be` or `u32le` decide directly.
 
 use super::blkparse::Blkparse;
 use super::cloudphysics::CloudPhysics;
@@ -58,7 +62,7 @@ pub fn sniff(name: &str, head: &[u8], complete: bool) -> Result<Format> {
     if base.contains("u32le") {
         return Ok(Format::KeysU32Le);
     }
-    if is_text(head) {
+    if is_text(head) || looks_textual(head) {
         let cut = if complete {
             head
         } else {
@@ -92,9 +96,17 @@ pub fn sniff(name: &str, head: &[u8], complete: bool) -> Result<Format> {
             }
         }
         let tried: Vec<&str> = order.iter().map(|f| f.name()).collect();
+        let odd = match head
+            .iter()
+            .position(|&b| !matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
+        {
+            Some(at) => format!(" (byte {at} is not printable ASCII)"),
+            None => String::new(),
+        };
         return Err(fail(format!(
-            "could not recognise this text trace from its first {} bytes; tried {} \
-             (cloudphysics needs its `version,time,op,size,lbn` header); set `format` explicitly",
+            "this is a text file, but not a text trace raidlab recognises from its first {} \
+             bytes{odd}; tried {} (cloudphysics needs its `version,time,op,size,lbn` header); \
+             set `format` explicitly",
             cut.len(),
             tried.join(", ")
         )));
@@ -106,10 +118,27 @@ pub fn sniff(name: &str, head: &[u8], complete: bool) -> Result<Format> {
         return Ok(fmt);
     }
     Err(fail(
-        "could not recognise this binary trace; tried oracleGeneral (24-byte records) and \
-         u32 keys (byte order undecidable from the first bytes); set `format` explicitly"
+        "could not recognise this binary file as a trace; tried oracleGeneral (24-byte \
+         records with plausible fields) and u32 keys (no clear byte order: small keys have \
+         zero high bytes); set `format` explicitly"
             .to_string(),
     ))
+}
+
+/// Text that is not pure ASCII: no NUL bytes, line ends, and valid UTF-8 or at least 95%
+/// printable ASCII, tabs and line ends. Such a file is reported as
+/// an unrecognised text file, never read as binary records.
+fn looks_textual(head: &[u8]) -> bool {
+    let plain = head
+        .iter()
+        .filter(|&&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
+        .count();
+    // UTF-8 throughout, but for a character cut at the end of the head.
+    let utf8 = match std::str::from_utf8(head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    !head.contains(&0) && head.contains(&b'\n') && (utf8 || plain * 20 >= head.len() * 19)
 }
 
 /// Printable ASCII, tabs and line ends only.
@@ -177,7 +206,7 @@ fn looks_like_oracle(head: &[u8]) -> bool {
             <[u8; 24]>::try_from(rec).unwrap_or([0xff; 24]);
         let time = u32::from_le_bytes([t0, t1, t2, t3]);
         let next = i64::from_le_bytes([n0, n1, n2, n3, n4, n5, n6, n7]);
-        let next_ok = next == -1 || next == i64::MAX || (0..1 << 48).contains(&next);
+        let next_ok = super::oracle::plausible_next(next);
         if !next_ok || time < prev_time {
             return false;
         }
@@ -188,18 +217,25 @@ fn looks_like_oracle(head: &[u8]) -> bool {
 }
 
 /// Big- or little-endian keys, from the position of zero bytes in the first words: small
-/// numbers have their zero high bytes first in big-endian, last in little-endian.
+/// numbers have their zero high bytes first in big-endian, last in little-endian. Only a
+/// clear signal counts: at least a quarter of the words have the zero byte at one end, and
+/// four times as many as at the other end. Random bytes (a zero byte in 1 of 256) never
+/// qualify.
 fn key_order(head: &[u8]) -> Option<Format> {
-    let (mut zero_first, mut zero_last) = (0usize, 0usize);
+    let (mut zero_first, mut zero_last, mut words) = (0usize, 0usize, 0usize);
     for w in head.chunks_exact(4) {
         if let [a, _, _, d] = *w {
             zero_first += usize::from(a == 0);
             zero_last += usize::from(d == 0);
+            words += 1;
         }
     }
-    match zero_first.cmp(&zero_last) {
-        std::cmp::Ordering::Greater => Some(Format::KeysU32Be),
-        std::cmp::Ordering::Less => Some(Format::KeysU32Le),
-        std::cmp::Ordering::Equal => None,
+    let clear = |hi: usize, lo: usize| hi * 4 >= words && hi >= lo * 4;
+    if clear(zero_first, zero_last) {
+        Some(Format::KeysU32Be)
+    } else if clear(zero_last, zero_first) {
+        Some(Format::KeysU32Le)
+    } else {
+        None
     }
 }

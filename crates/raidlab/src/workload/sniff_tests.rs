@@ -87,7 +87,7 @@ fn unknown_content_is_a_format_error_listing_what_was_tried() {
     assert_eq!(e.kind(), "format");
     let msg = e.to_string();
     assert!(
-        msg.starts_with("notes.txt: could not recognise this text trace"),
+        msg.starts_with("notes.txt: this is a text file, but not a text trace"),
         "{msg}"
     );
     for name in [
@@ -104,6 +104,21 @@ fn unknown_content_is_a_format_error_listing_what_was_tried() {
     }
     let e = sniff::sniff("junk", &[7, 7, 7, 7, 9, 9, 9, 9], true).unwrap_err();
     assert!(e.to_string().contains("tried oracleGeneral"), "{e}");
+    // UTF-8 text is text, not "an unrecognised binary trace".
+    let e = sniff::sniff("notes.md", "caf\u{e9} \u{2014} notes\n".as_bytes(), true).unwrap_err();
+    assert!(e.to_string().contains("this is a text file"), "{e}");
+    // Random bytes are not taken for a u32 key stream.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..8192)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let e = sniff::sniff("noise.bin", &noise, true).unwrap_err();
+    assert_eq!(e.kind(), "format", "{e}");
     let e = sniff::sniff("empty", b"", true).unwrap_err();
     assert_eq!(
         e.to_string(),

@@ -1,9 +1,14 @@
 //! Streaming summary of a request stream, for `raidlab trace stats FILE`.
 //!
 //! One pass, memory proportional to the footprint (a set of the distinct blocks touched).
-//! For keyed sources a "block" is a key: the footprint counts distinct keys, and its bytes
-//! add each distinct key's size the first time it is seen (or `block_size` when the format
-//! carries no size).
+//!
+//! The footprint has the definition the simulator uses (`capacity_fraction`): the distinct
+//! blocks of `block_size` bytes that requests touch, and in bytes those blocks times
+//! `block_size` (so it can exceed `total_bytes` when requests are smaller than a block or
+//! straddle blocks). For keyed sources a "block" is a key, and its bytes add each distinct
+//! key's size the first time it is seen (object mode's definition). Key streams without
+//! sizes (`len = 0` throughout) have no byte figures: `total_bytes`, `footprint_bytes` and the
+//! size histogram are absent from their JSON rather than made up.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -35,6 +40,8 @@ pub struct TraceStats {
     pub last_time_ns: Option<u64>,
     /// `last - first` arrival, 0 when there are fewer than two requests.
     pub span_ns: u64,
+    /// Requests with a length (`len > 0`).
+    pub sized_requests: u64,
 }
 
 /// A fast, deterministic hasher for block numbers (Fx-style multiply-rotate); block numbers
@@ -84,6 +91,7 @@ impl StatsBuilder {
                 first_time_ns: None,
                 last_time_ns: None,
                 span_ns: 0,
+                sized_requests: 0,
             },
             seen: HashSet::default(),
         }
@@ -98,6 +106,7 @@ impl StatsBuilder {
             Op::Write => s.writes += 1,
         }
         s.total_bytes = s.total_bytes.saturating_add(req.len);
+        s.sized_requests += u64::from(req.len > 0);
         // Bucket i holds lengths in (2^(i-1), 2^i]: the bit length of len - 1.
         let bucket = (64 - req.len.saturating_sub(1).leading_zeros()) as usize;
         if let Some(c) = s.size_hist.get_mut(bucket) {
@@ -134,11 +143,31 @@ impl StatsBuilder {
 impl TraceStats {
     /// Drain `source` and summarise it in blocks of `block_size` bytes.
     pub fn compute(source: &mut dyn RequestSource, block_size: u32) -> Result<TraceStats> {
+        TraceStats::compute_limit(source, block_size, None)
+    }
+
+    /// [`TraceStats::compute`] over the first `limit` requests only (all if `None`).
+    pub fn compute_limit(
+        source: &mut dyn RequestSource,
+        block_size: u32,
+        limit: Option<u64>,
+    ) -> Result<TraceStats> {
         let mut b = StatsBuilder::new(source.addressing(), block_size);
-        while let Some(req) = source.next_request()? {
+        let mut left = limit.unwrap_or(u64::MAX);
+        while left > 0 {
+            let Some(req) = source.next_request()? else {
+                break;
+            };
             b.add(&req);
+            left -= 1;
         }
         Ok(b.finish())
+    }
+
+    /// Whether the requests carry sizes (byte-addressed traces always do; key streams may
+    /// not).
+    pub fn sized(&self) -> bool {
+        self.addressing == Addressing::Bytes || self.sized_requests > 0
     }
 
     /// The non-empty histogram buckets as `(upper_bound_bytes, count)`; the last bucket's
@@ -160,6 +189,17 @@ pub fn file_stats(
     format: &str,
     block_size: u32,
 ) -> Result<(super::Format, TraceStats)> {
+    file_stats_of(path, format, block_size, None, None)
+}
+
+/// [`file_stats`] of the first `limit` requests of one `device` (both optional).
+pub fn file_stats_of(
+    path: &std::path::Path,
+    format: &str,
+    block_size: u32,
+    limit: Option<u64>,
+    device: Option<u64>,
+) -> Result<(super::Format, TraceStats)> {
     use crate::error::Error;
     let fmt = super::Format::from_name(format).ok_or_else(|| {
         Error::config(
@@ -177,14 +217,25 @@ pub fn file_stats(
         super::Format::Auto => super::sniff_path(path)?,
         f => f,
     };
-    let mut src = super::open_trace_file(path, fmt, None)?;
-    Ok((fmt, TraceStats::compute(src.as_mut(), block_size)?))
+    if device.is_some() && !fmt.has_devices() {
+        return Err(Error::config(
+            "device",
+            format!("format {} has no devices to select from", fmt.name()),
+        ));
+    }
+    let mut src = super::open_trace_file(path, fmt, device)?;
+    Ok((
+        fmt,
+        TraceStats::compute_limit(src.as_mut(), block_size, limit)?,
+    ))
 }
 
 impl TraceStats {
     /// A flat JSON record (times in seconds, histogram as `[upper_bound_bytes, count]` pairs).
     pub fn to_json(&self) -> serde_json::Value {
         let secs = |ns: Option<u64>| ns.map(|t| t as f64 / 1e9);
+        let sized = self.sized();
+        let bytes = |b: u64| if sized { Some(b) } else { None };
         serde_json::json!({
             "addressing": match self.addressing {
                 Addressing::Bytes => "bytes",
@@ -196,12 +247,13 @@ impl TraceStats {
             "read_share": self.read_share,
             "block_size": self.block_size,
             "footprint_blocks": self.unique_blocks,
-            "footprint_bytes": self.footprint_bytes,
-            "total_bytes": self.total_bytes,
+            "footprint_bytes": bytes(self.footprint_bytes),
+            "total_bytes": bytes(self.total_bytes),
+            "sized": sized,
             "first_time_s": secs(self.first_time_ns),
             "last_time_s": secs(self.last_time_ns),
             "span_s": self.span_ns as f64 / 1e9,
-            "size_histogram": self.size_buckets(),
+            "size_histogram": if sized { self.size_buckets() } else { Vec::new() },
         })
     }
 }
