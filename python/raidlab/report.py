@@ -172,7 +172,10 @@ def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
                 ax.plot(d[x], d[value], marker="o", markersize=3, label=str(name))
             if spec.get("plot_logx"):
                 ax.set_xscale("log", base=2)
-            ax.set_title(f"{label(inner)}: {pv}" if inner else str(key), fontsize=9)
+            if inner:
+                # Without an inner facet the figure's title alone names the panel (it was
+                # printed twice, above the figure and above the panel).
+                ax.set_title(f"{label(inner)}: {pv}", fontsize=9)
             ax.set_xlabel(label(x), fontsize=8)
             ax.tick_params(labelsize=7)
         axes[0][0].set_ylabel(label(value), fontsize=8)
@@ -182,7 +185,8 @@ def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
             for handle, name in zip(*ax.get_legend_handles_labels()):
                 legend.setdefault(name, handle)
         handles, names = list(legend.values()), list(legend)
-        fig.suptitle(str(key), fontsize=10)
+        if outer:
+            fig.suptitle(f"{label(outer)}: {key}", fontsize=10)
         fig.legend(handles, names, loc="lower center", ncol=max(1, len(names)), fontsize=7, frameon=False)
         written.append(save(fig, path.with_name(f"{path.stem}-{i}.png"), rect=(0, 0.07, 1, 1)))
     return written
