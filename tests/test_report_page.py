@@ -136,3 +136,21 @@ def test_report_page_in_a_real_browser(tmp_path: Path) -> None:
     shot = tmp_path / "report.png"
     _headless(exe, f"--screenshot={shot}", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_the_papers_numbers_stand_beside_raidlabs(tmp_path: Path) -> None:
+    import io
+
+    spec = {
+        **SPEC,
+        "paper": [{"group": "web", "comparison": "vdf-lru vs lru", "value": "up to +31.4%", "source": "VDF §5, Fig. 3"}],
+    }
+    console = Console(width=200, record=True, file=io.StringIO())
+    page = write_report("tiny", [Section(tmp_path / "tiny.toml", spec, frame(), [])], tmp_path / "out", console).read_text()
+    summary = page[page.index("<h2>Summary</h2>") : page.index("data:")]
+    assert "<th>paper (cited)</th>" in summary
+    assert "<td>web: vdf-lru vs lru</td><td>+20.0%</td><td>+20.0%</td><td>3/3</td><td>up to +31.4% (VDF §5, Fig. 3)</td>" in summary
+    # A row the paper has no number for says so.
+    assert "<td>zipf: vdf-lru vs lru</td><td>+20.0%</td><td>+20.0%</td><td>2/2</td><td>-</td>" in summary
+    assert "the paper reports no number for this row" in summary
+    assert "web: vdf-lru vs lru: best +20.0%, median +20.0%, improved in 3/3 cells; paper: up to +31.4% (VDF §5, Fig. 3)" in console.export_text()

@@ -138,6 +138,17 @@ def wide(table_html: str) -> str:
     return f"<div class='wide'>{table_html}</div>"
 
 
+def paper_claim(spec: dict[str, Any], row_label: str) -> str:
+    """The paper's number for a summary row (``group: comparison``), from the experiment
+    file's ``[[report.paper]]`` entries (``comparison``, optional ``group``, ``value``,
+    ``source``), with its citation; "" when the file gives none."""
+    group, _, comparison = row_label.partition(": ")
+    for e in spec.get("paper", []):
+        if e.get("comparison") == comparison and e.get("group", group) == group:
+            return f"{e.get('value', '')} ({e.get('source', 'paper')})"
+    return ""
+
+
 def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
     """Per comparison and value of the first row key (the workload): (label, best reduction,
     median, cells improved, cells)."""
@@ -265,19 +276,28 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             body.append(wide(red.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-")))
             if red.isna().any().any():
                 body.append(EMPTY_CELLS)
+            cited = bool(s.spec.get("paper"))
             rows = "".join(
-                f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td></tr>"
+                f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td>"
+                + (f"<td>{html.escape(paper_claim(s.spec, c)) or '-'}</td>" if cited else "")
+                + "</tr>"
                 for c, best, med, k, n in summary(red)
             )
             verdicts = (
                 f"<h3>{html.escape(title)}</h3>"
-                "<table><tr><th>comparison</th><th>best</th><th>median</th><th>cells improved</th></tr>"
-                f"{rows}</table>"
+                "<table><tr><th>comparison</th><th>best</th><th>median</th><th>cells improved</th>"
+                + ("<th>paper (cited)</th>" if cited else "")
+                + f"</tr>{rows}</table>"
+                + ("<p class='note'>- : the paper reports no number for this row.</p>" if cited else "")
             )
             top.append(verdicts)
             body.append(verdicts)
             for c, best, med, k, n in summary(red):
-                console.print(f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells")
+                claim = paper_claim(s.spec, c)
+                console.print(
+                    f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells"
+                    + (f"; paper: {claim}" if claim else "")
+                )
         if pairs and s.spec.get("floor") in s.frame.columns:
             avoid = reductions(table, pairs, floor_of(s.frame, table, s.spec))
             title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']})"
