@@ -96,6 +96,8 @@ pub struct RunSpec {
     pub mode: Mode,
     /// Default seed of synthetic workloads that do not set their own.
     pub seed: u64,
+    /// Counting mode: requests replayed first to warm the cache but counted in no metric.
+    pub warmup_requests: u64,
 }
 
 /// One fully validated run.
@@ -317,13 +319,17 @@ fn experiment(
     // `report` describes how `raidlab reproduce` presents them.
     root.table("tags")?;
     root.table("report")?;
-    let (seed, run_timed) = timed::run_table(root.table("run")?)?;
+    let (seed, warmup_requests, run_timed) = timed::run_table(root.table("run")?)?;
     let mode = if run_timed.is_some() {
         Mode::Timed
     } else {
         Mode::Count
     };
-    let run = RunSpec { mode, seed };
+    let run = RunSpec {
+        mode,
+        seed,
+        warmup_requests,
+    };
     let workload = match root.table("workload")? {
         Some(t) => workload_spec(t, base_dir, run.seed)?,
         None => return Err(root.missing("workload", "missing; expected a table")),
@@ -432,6 +438,13 @@ fn experiment(
     };
     insert_absent(&mut resolved, "run.mode", &Value::from(mode_name));
     insert_absent(&mut resolved, "run.seed", &Value::from(seed));
+    if mode == Mode::Count {
+        insert_absent(
+            &mut resolved,
+            "run.warmup_requests",
+            &Value::from(warmup_requests),
+        );
+    }
     Ok(Experiment {
         name,
         workload,

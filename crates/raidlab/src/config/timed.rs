@@ -106,13 +106,21 @@ pub(super) struct RunTimed {
     pub outstanding_max: u32,
 }
 
-/// `[run]`: the seed and, in timed mode, the driver and timing (`None` in counting mode).
-pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, Option<RunTimed>)> {
+/// `[run]`: the seed, counting mode's warm-up requests, and, in timed mode, the driver and
+/// timing (`None` in counting mode).
+pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, u64, Option<RunTimed>)> {
     let Some(mut t) = t else {
-        return Ok((1, None));
+        return Ok((1, 0, None));
     };
     let timed = t.choice("mode", &["count", "timed"])? == Some("timed");
     let seed = t.uint_or("seed", 0, u64::MAX, 1)?;
+    if timed && t.has("warmup_requests") {
+        return Err(Error::config(
+            t.key("warmup_requests"),
+            "only applies to run.mode = \"count\" (timed mode measures after its own warm-up: warmup_s of the ramp driver)",
+        ));
+    }
+    let warmup_requests = t.uint_or("warmup_requests", 0, u64::MAX, 0)?;
     let driver_name = t
         .choice("driver", &["open", "closed", "ramp"])?
         .unwrap_or("open");
@@ -182,7 +190,7 @@ pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, Option<RunTimed>)>
         duration_ns: duration_s.map(|s| ms_to_ns(s * 1e3).max(1)),
         outstanding_max: outstanding_max.map_or(1 << 20, |n| n as u32),
     };
-    Ok((seed, timed.then_some(run)))
+    Ok((seed, warmup_requests, timed.then_some(run)))
 }
 
 /// The timed-mode part of a run from its `[run]` keys and the `[controller]`, `[disk]` and

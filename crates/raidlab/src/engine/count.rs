@@ -130,8 +130,20 @@ pub fn run(
     let mut evicted: Vec<u64> = Vec::with_capacity(64);
     let mut now: u64 = 0;
     let started = Instant::now();
+    // Warm-up: the first requests fill the cache; every metric starts after them (the
+    // compulsory-miss floor of the pre-pass covers the whole stream, so it is dropped).
+    let warmup = exp.run.warmup_requests;
+    let mut warming = warmup > 0;
+    if warming {
+        m.cold_miss_disk_blocks = None;
+    }
 
     while let Some(req) = src.next_request()? {
+        if warming && m.requests == warmup {
+            warming = false;
+            progress(m.requests & (PROGRESS_EVERY - 1));
+            m = m.measured_from_here();
+        }
         m.requests += 1;
         if m.requests & (PROGRESS_EVERY - 1) == 0 && !progress(PROGRESS_EVERY) {
             return Err(Error::Cancelled);
@@ -229,10 +241,29 @@ pub fn run(
         debug_assert!(policy.used() <= policy.capacity());
     }
     progress(m.requests & (PROGRESS_EVERY - 1));
+    if warming {
+        // The stream ended inside the warm-up: nothing was measured.
+        m = m.measured_from_here();
+    }
     m.wall_ns = started.elapsed().as_nanos() as u64;
     m.metadata_bytes = policy.metadata_bytes() as u64;
     debug_assert_eq!(m.hits + m.misses, m.lookups);
     Ok(m)
+}
+
+impl CountMetrics {
+    /// The counters of a run whose measurement starts now (after a warm-up): every count
+    /// zero, the run's shape (capacity, disks, footprint) kept, no compulsory-miss floor.
+    fn measured_from_here(&self) -> CountMetrics {
+        CountMetrics {
+            disk_reads: vec![0; self.disk_reads.len()],
+            disk_writes: vec![0; self.disk_writes.len()],
+            capacity: self.capacity,
+            footprint_blocks: self.footprint_blocks,
+            cold_miss_disk_blocks: None,
+            ..Default::default()
+        }
+    }
 }
 
 /// Add a plan's per-disk blocks to the counters; returns the blocks it reads.

@@ -157,3 +157,55 @@ fn batch_matches_single_runs() {
         .iter()
         .any(|r| matches!(r, Err(crate::Error::Cancelled))));
 }
+
+/// `run.warmup_requests`: the worked example above with its first 3 reads (0 1 0) replayed
+/// but not counted. The cache after them holds 0 1, so the counted reads 2 3 1 are:
+/// 2 miss (d2, evicts 1), 3 miss (d1 + d2, evicts 0), 1 miss (d1, evicts 2): hits 0,
+/// misses 3, evictions 3, disk reads [0, 2, 2]; the pre-pass floor, which covers the whole
+/// stream, is dropped.
+#[test]
+fn warmup_requests_are_replayed_but_not_counted() {
+    let lines: Vec<String> = [0u64, 1, 0, 2, 3, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| format!("{} 0 {} 8 1", i * 1000, b * 8))
+        .collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let path = mqsim_trace("warmup", &refs);
+    let body = "[cache]\npolicy = \"lru\"\ncapacity_blocks = 2\n\
+         [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\nfailed = [0]\n";
+    let exp = experiment(&path, &format!("[run]\nwarmup_requests = 3\n{body}"));
+    assert_eq!(exp.run.warmup_requests, 3);
+    let m = counts(&exp).unwrap();
+    assert_eq!((m.requests, m.block_requests, m.lookups), (3, 3, 3));
+    assert_eq!((m.hits, m.misses, m.evictions), (0, 3, 3));
+    assert_eq!(m.disk_reads, vec![0, 2, 2]);
+    assert_eq!(m.miss_disk_blocks, 4);
+    assert_eq!(m.cold_miss_disk_blocks, None);
+    // Warming past the end counts nothing; no warm-up is the worked example itself.
+    let m = counts(&experiment(
+        &path,
+        &format!("[run]\nwarmup_requests = 6\n{body}"),
+    ))
+    .unwrap();
+    assert_eq!((m.requests, m.hits, m.misses), (0, 0, 0));
+    let m = counts(&experiment(&path, body)).unwrap();
+    assert_eq!((m.requests, m.hits, m.misses), (6, 1, 5));
+}
+
+#[test]
+fn warmup_requests_belong_to_counting_mode() {
+    let path = mqsim_trace("warmup-timed", &["0 0 0 8 1"]);
+    let text = format!(
+        "[workload]\ntrace = {:?}\nformat = \"mqsim\"\n[run]\nmode = \"timed\"\nwarmup_requests = 5\n\
+         [cache]\npolicy = \"lru\"\ncapacity_blocks = 2\n",
+        path.display().to_string()
+    );
+    let e = config::from_toml(&text, "t.toml", None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("run.warmup_requests") && e.contains("count"),
+        "{e}"
+    );
+}
