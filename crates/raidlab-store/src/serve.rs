@@ -47,26 +47,16 @@ impl Default for ServeOptions {
     }
 }
 
-/// Read-cache policies the store runs (DEMOTE and X-RAY need a host cache in front).
-pub const CACHE_POLICIES: &[&str] = &[
-    "lru",
-    "fifo",
-    "lfu",
-    "clock",
-    "2q",
-    "arc",
-    "mq",
-    "sieve",
-    "s3fifo",
-    "slru",
-    "lirs",
-    "wtinylfu",
-    "vdf-lru",
-    "vdf-lfu",
-    "vdf-clock",
-    "vdf-sieve",
-    "greedydual",
-];
+/// Read-cache policies the store does not run: DEMOTE and X-RAY need a host cache in front.
+const HOST_CACHE_POLICIES: &[&str] = &["demote", "xray"];
+
+/// Read-cache policies the store runs: every policy of the core but those.
+pub fn cache_policies() -> impl Iterator<Item = &'static str> {
+    PolicySpec::NAMES
+        .iter()
+        .copied()
+        .filter(|n| !HOST_CACHE_POLICIES.contains(n))
+}
 
 /// Largest read cache in MiB (frames are allocated up front).
 pub const CACHE_MIB_MAX: u64 = (crate::ctrl::cache::CAPACITY_BLOCKS_MAX * 4096) >> 20;
@@ -90,13 +80,13 @@ impl ServeOptions {
             }
             (Some(name), mib) => {
                 let spec = PolicySpec::from_name(name)
-                    .filter(|_| CACHE_POLICIES.contains(&name))
+                    .filter(|_| cache_policies().any(|p| p == name))
                     .ok_or_else(|| {
                         Error::config(
                             "--cache",
                             format!(
                                 "unknown policy {name:?}; expected one of {}",
-                                CACHE_POLICIES.join(", ")
+                                cache_policies().collect::<Vec<_>>().join(", ")
                             ),
                         )
                     })?;

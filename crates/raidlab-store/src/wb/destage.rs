@@ -245,10 +245,24 @@ impl WriteBack {
             return Ok(Vec::new());
         }
         let mut data = vec![0u8; wanted.len() * BLOCK];
-        for (i, &lba) in wanted.iter().enumerate() {
-            self.ctl
-                .read(lba * BLOCK as u64, &mut data[i * BLOCK..(i + 1) * BLOCK])
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        // One read per run of consecutive pages: each reconstructs its row once.
+        let mut i = 0;
+        while i < wanted.len() {
+            let mut n = 1;
+            while i + n < wanted.len() && wanted[i + n] == wanted[i] + n as u64 {
+                n += 1;
+            }
+            let at = wanted[i] * BLOCK as u64;
+            if self
+                .ctl
+                .read(at, &mut data[i * BLOCK..(i + n) * BLOCK])
+                .is_err()
+            {
+                // Only a dead array fails a read (member errors are served degraded): the
+                // destage's own writes fail next and stop the destager; the backup is fine.
+                return Ok(Vec::new());
+            }
+            i += n;
         }
         let mut handles = Vec::with_capacity(wanted.len());
         {

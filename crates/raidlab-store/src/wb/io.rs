@@ -14,8 +14,12 @@ thread_local! {
     /// Per worker thread, reused by every request (no allocation per request): the runs of
     /// a read the cache does not hold, and the records a write supersedes.
     static RUNS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
-    static SUPERSEDED: RefCell<Vec<Handle>> = const { RefCell::new(Vec::new()) };
+    static SUPERSEDED: RefCell<Vec<Superseded>> = const { RefCell::new(Vec::new()) };
 }
+
+/// A record a write superseded: its handle, and the page and sequence number of the version
+/// that replaced it.
+type Superseded = (Handle, u64, u64);
 
 /// Run `f` with the thread's scratch list `key`, emptied first and kept for the next call.
 fn with_scratch<T: 'static, R>(
@@ -119,7 +123,7 @@ impl WriteBack {
         count: u64,
         data: &[u8],
         fua: bool,
-        superseded: &mut Vec<Handle>,
+        superseded: &mut Vec<Superseded>,
     ) -> Result<(), IoFail> {
         let mut done = 0u64;
         let mut lost = false;
@@ -146,7 +150,7 @@ impl WriteBack {
                 }
                 let src = &data[done as usize * BLOCK..(done as usize + 1) * BLOCK];
                 match self.stage(&mut g, lba, src) {
-                    Ok(Some(old)) => superseded.push(old),
+                    Ok(Some(old)) => superseded.push((old, lba, g.seq)),
                     Ok(None) => {}
                     Err(e) => {
                         // The page is cached but has no durable copy: drain it below.
@@ -171,13 +175,12 @@ impl WriteBack {
                 }
             }
         }
+        if !lost && !superseded.is_empty() {
+            lost = !self.release_superseded(superseded);
+        }
         if lost {
             // What this write put in the cache is durable only once it is on the members.
             self.drain_all()?;
-        } else if let Some(b) = &self.backup {
-            for &h in superseded.iter() {
-                b.release(h, true);
-            }
         }
         if done < count {
             let rest = &data[done as usize * BLOCK..];
@@ -185,6 +188,38 @@ impl WriteBack {
             return self.write_through(first + done, rest, fua);
         }
         Ok(())
+    }
+
+    /// Release the records this write's pages superseded, now that the new versions are
+    /// durable. Under the cache lock, so a destage of a new version cannot release it first
+    /// unseen; when one already went (it is no longer the page's dirty version), the older
+    /// record's release is made durable before the reply, or a crash could keep the older
+    /// record without the newer one. `false` when the backup failed (it is then lost).
+    fn release_superseded(&self, superseded: &[Superseded]) -> bool {
+        let Some(b) = &self.backup else {
+            return true;
+        };
+        let mut sync = false;
+        {
+            let g = self.lock();
+            for &(h, lba, seq) in superseded {
+                let still_dirty = g
+                    .pages
+                    .get(&lba)
+                    .and_then(|p| p.dirty)
+                    .is_some_and(|v| v.seq == seq);
+                sync |= !still_dirty;
+                b.release(h, true);
+            }
+        }
+        if sync {
+            if let Err(e) = b.commit() {
+                let mut g = self.lock();
+                self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
+                return false;
+            }
+        }
+        true
     }
 
     /// Put one page into its frame and the backup; the older version's record, if the page
@@ -297,7 +332,12 @@ impl WriteBack {
         self.counters
             .write_through_pages
             .fetch_add(count, Ordering::Relaxed);
-        self.ctl.write(first * BLOCK as u64, data, fua)
+        self.ctl.write(first * BLOCK as u64, data, fua)?;
+        if !fua {
+            // Completed, not yet durable: the next FLUSH syncs the members.
+            self.through.store(true, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// TRIM and WRITE_ZEROES: zeros written like any data (through the cache, so a backup
@@ -318,24 +358,24 @@ impl WriteBack {
     /// cached is destaged first.
     pub fn flush(&self) -> Result<(), IoFail> {
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        let through = {
+        let backed = {
             let g = self.lock();
             if let Some(f) = &g.failed {
                 return Err(IoFail::Failed(f.clone()));
             }
-            g.mode != Mode::Backed
+            g.mode == Mode::Backed
         };
-        if self.kind == BackupKind::None || through {
+        if self.kind == BackupKind::None || !backed {
+            // A destage round syncs the members before it frees its pages.
             self.drain_all()?;
-        } else if let Some(b) = &self.backup {
-            if let Err(e) = b.commit() {
-                let mut g = self.lock();
-                self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
-                drop(g);
-                self.drain_all()?;
-            }
         }
-        self.ctl.flush()
+        // A write answered with a backup is durable already, and a destaged page was synced
+        // before it left the cache: only pages written straight to the array since the last
+        // FLUSH need the members synced.
+        if self.through.swap(false, Ordering::SeqCst) {
+            self.ctl.flush()?;
+        }
+        Ok(())
     }
 
     /// Destage everything now and wait until the cache is empty (new cached writes wait).

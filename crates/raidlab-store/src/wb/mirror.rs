@@ -11,8 +11,10 @@
 //! written lazily. A superseded record is released after its successor is durable; a
 //! destaged record is released after the members are synced. The one ordering that matters
 //! is that a superseded record's clear is durable before its successor's clear can be: so a
-//! destage release syncs first whenever a clear is waiting for a sync. Any later commit
-//! syncs the clears written before it.
+//! destage release syncs first while a superseded clear written before it may not be
+//! durable yet (counted, so a clear written while a commit's sync runs is not taken as
+//! covered by it). The cache releases a superseded record under its lock and has it synced
+//! at once when its successor has already left for a destage (`wb/io.rs`).
 
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -39,8 +41,9 @@ struct State {
     epoch: u64,
     generation: u64,
     free: Vec<u32>,
-    /// A clear was written and no sync followed it yet.
-    unsynced_clears: bool,
+    /// Clears of superseded records written, and how many of them a finished sync covers.
+    sup_written: u64,
+    sup_synced: u64,
     /// A write or sync failed: the backup is lost (sticky until reset).
     failed: Option<String>,
     stats: BackupStats,
@@ -97,7 +100,8 @@ impl MirrorBackup {
                 epoch,
                 generation,
                 free: free_list(slots),
-                unsynced_clears: false,
+                sup_written: 0,
+                sup_synced: 0,
                 failed: None,
                 stats: BackupStats {
                     capacity: slots,
@@ -202,7 +206,16 @@ impl MirrorBackup {
         {
             self.fail(st, &e);
         }
-        st.unsynced_clears = true;
+    }
+
+    /// fdatasync with the lock held: every write issued before is durable after it.
+    fn sync_locked(&self, st: &mut State) {
+        match self.dev.sync() {
+            Ok(()) => st.sup_synced = st.sup_written,
+            Err(e) => {
+                self.fail(st, &e);
+            }
+        }
     }
 }
 
@@ -243,11 +256,13 @@ impl Backup for MirrorBackup {
 
     fn commit(&self) -> io::Result<()> {
         self.gc.commit(&|| {
+            // Only the clears written before the sync starts are covered by it.
+            let before = self.lock().sup_written;
             let r = self.dev.sync();
             let mut st = self.lock();
             match r {
                 Ok(()) => {
-                    st.unsynced_clears = false;
+                    st.sup_synced = st.sup_synced.max(before);
                     st.stats.commits += 1;
                     Ok(())
                 }
@@ -259,14 +274,14 @@ impl Backup for MirrorBackup {
     fn release(&self, h: Handle, superseded: bool) {
         assert!(h < self.slots, "handle {h} out of range");
         let mut st = self.lock();
-        if !superseded && st.unsynced_clears {
+        if !superseded && st.sup_written > st.sup_synced {
             // An older version's clear must not be undone by a crash once this one's is not.
-            if let Err(e) = self.dev.sync() {
-                self.fail(&mut st, &e);
-            }
-            st.unsynced_clears = false;
+            self.sync_locked(&mut st);
         }
         self.clear(&mut st, h);
+        if superseded {
+            st.sup_written += 1;
+        }
         debug_assert!(!st.free.contains(&(h as u32)), "slot {h} released twice");
         st.free.push(h as u32);
         st.stats.live -= 1;
@@ -280,12 +295,10 @@ impl Backup for MirrorBackup {
             st.free.push(h as u32);
             st.stats.live -= 1;
         }
-        match self.dev.sync() {
-            Ok(()) => {
-                st.unsynced_clears = false;
-                Ok(())
-            }
-            Err(e) => Err(self.fail(&mut st, &e)),
+        self.sync_locked(&mut st);
+        match &st.failed {
+            Some(e) => Err(io::Error::other(e.clone())),
+            None => Ok(()),
         }
     }
 
@@ -339,7 +352,7 @@ impl Backup for MirrorBackup {
         st.generation = s.generation;
         st.epoch = s.epoch;
         st.free = free_list(self.slots);
-        st.unsynced_clears = false;
+        st.sup_synced = st.sup_written;
         st.failed = None;
         st.stats.live = 0;
         self.gc.reset();

@@ -100,6 +100,17 @@ impl Default for WbSpec {
     }
 }
 
+/// The linear-threshold rate's H/L, in percent of the cache: `0 <= L < H <= 100`.
+pub fn check_thresholds(high_pct: f64, low_pct: f64) -> raidlab::Result<()> {
+    if (0.0..100.0).contains(&low_pct) && low_pct < high_pct && high_pct <= 100.0 {
+        return Ok(());
+    }
+    Err(raidlab::Error::config(
+        "--thresholds",
+        format!("expected H/L in percent of the cache with 0 <= L < H <= 100, e.g. 80/20; got {high_pct}/{low_pct}"),
+    ))
+}
+
 /// One cached version of a page: its frame, its sequence number, its backup record.
 #[derive(Debug, Clone, Copy)]
 struct Ver {
@@ -179,6 +190,8 @@ pub struct WriteBack {
     /// Work for the destager.
     work: Condvar,
     stop: AtomicBool,
+    /// A page went straight to the array without FUA since the last FLUSH.
+    through: AtomicBool,
     /// Called with the backup's epoch when it must never be replayed again but could not be
     /// reset (the marker file of `serve`).
     void_hook: Option<Box<dyn Fn(u64) -> std::io::Result<()> + Send + Sync>>,
@@ -218,18 +231,7 @@ impl WriteBack {
         if spec.capacity_pages > u64::from(u32::MAX / 2) {
             return Err(raidlab::Error::config("--write-cache-mib", "too large"));
         }
-        if !((0.0..=100.0).contains(&spec.low_pct)
-            && spec.low_pct < spec.high_pct
-            && spec.high_pct <= 100.0)
-        {
-            return Err(raidlab::Error::config(
-                "--thresholds",
-                format!(
-                    "expected 0 <= L < H <= 100, got {}/{}",
-                    spec.high_pct, spec.low_pct
-                ),
-            ));
-        }
+        check_thresholds(spec.high_pct, spec.low_pct)?;
         let wspec = WriteSpec {
             capacity_pages: spec.capacity_pages,
             group_pages,
@@ -269,6 +271,7 @@ impl WriteBack {
             room: Condvar::new(),
             work: Condvar::new(),
             stop: AtomicBool::new(false),
+            through: AtomicBool::new(false),
             void_hook: None,
             counters: WbCounters::default(),
             spec,

@@ -87,9 +87,7 @@ impl WbOptions {
             h.trim().parse().map_err(|_| bad_t())?,
             l.trim().parse().map_err(|_| bad_t())?,
         );
-        if !((0.0..100.0).contains(&low_pct) && low_pct < high_pct && high_pct <= 100.0) {
-            return Err(bad_t());
-        }
+        super::check_thresholds(high_pct, low_pct)?;
         let kind = match (backup, log_mode) {
             ("none", _) => BackupKind::None,
             ("mirror", _) => BackupKind::Mirror,
