@@ -381,10 +381,17 @@ def test_trace_stats_limit_device_and_one_footprint(tmp_path, capsys) -> None:
     assert (s["requests"], s["footprint_blocks"], s["total_bytes"]) == (5, 1, 5 * 512)
     # the simulator's footprint: distinct blocks times the block size, said so in the table
     assert s["footprint_bytes"] == 4096
+    assert main(["trace", "stats", str(p), "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)["devices"]
+    assert devices == [
+        {"device": 0, "requests": 5, "reads": 5, "writes": 0, "bytes": 5 * 8192},
+        {"device": 1, "requests": 5, "reads": 5, "writes": 0, "bytes": 5 * 512},
+    ]
     assert main(["trace", "stats", str(p)]) == 0
     out = capsys.readouterr().out
     assert_fits(out)
     assert "blocks x block size" in " ".join(out.split())
+    assert "2 devices" in out
     keys = tmp_path / "k.u32be"
     keys.write_bytes(b"".join(k.to_bytes(4, "big") for k in [1, 2, 1, 3]))
     assert main(["trace", "stats", str(keys), "--json"]) == 0

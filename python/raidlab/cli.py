@@ -312,7 +312,40 @@ def cmd_trace_stats(args: argparse.Namespace, console: Console) -> int:
             [f"{upper:,}" for upper, _ in hist],
             [fit.Column("requests", [f"{n:,}" for _, n in hist])],
         )
+    print_devices(console, stats.get("devices", []))
     return 0
+
+
+# Devices listed by `trace stats` before the rest are folded into one line.
+DEVICES_SHOWN = 16
+
+
+def print_devices(console: Console, devices: list[dict[str, int]]) -> None:
+    """The per-device split of a multi-device trace read whole, busiest first."""
+    if len(devices) < 2:
+        return
+    busiest = sorted(devices, key=lambda d: (-d["requests"], d["device"]))
+    shown = busiest[:DEVICES_SHOWN]
+    total = sum(d["requests"] for d in devices) or 1
+    console.print(f"{len(devices)} devices, busiest first (select one with --device)", highlight=False)
+    fit.print_table(
+        console,
+        "device",
+        [str(d["device"]) for d in shown],
+        [
+            fit.Column("requests", [f"{d['requests']:,}" for d in shown]),
+            fit.Column("share", [f"{d['requests'] / total:.1%}" for d in shown]),
+            fit.Column("reads", [f"{d['reads']:,}" for d in shown]),
+            fit.Column("writes", [f"{d['writes']:,}" for d in shown]),
+            fit.Column("bytes", [f"{d['bytes']:,}" for d in shown]),
+        ],
+    )
+    if len(busiest) > len(shown):
+        rest = busiest[len(shown) :]
+        console.print(
+            f"... and {len(rest)} more devices with {sum(d['requests'] for d in rest):,} requests (all in --json)",
+            highlight=False,
+        )
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:

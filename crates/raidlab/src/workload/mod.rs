@@ -77,6 +77,12 @@ pub trait RequestSource {
     fn addressing(&self) -> Addressing;
     /// A label for reports: the file name or the generator kind.
     fn label(&self) -> &str;
+    /// For a multi-device trace laid out back to back: `(device, base_bytes)` sorted by base,
+    /// so a request's device is the last entry whose base is at most its offset. `None` for
+    /// single-device sources and for a reader that keeps one device.
+    fn device_bases(&self) -> Option<&[(u64, u64)]> {
+        None
+    }
 }
 
 /// Trace formats raidlab reads. See `docs/formats.md` for each one's fields and units.
@@ -535,6 +541,10 @@ impl<S: RequestSource> RequestSource for Kept<S> {
 
     fn label(&self) -> &str {
         self.inner.label()
+    }
+
+    fn device_bases(&self) -> Option<&[(u64, u64)]> {
+        self.inner.device_bases()
     }
 }
 

@@ -42,6 +42,22 @@ pub struct TraceStats {
     pub span_ns: u64,
     /// Requests with a length (`len > 0`).
     pub sized_requests: u64,
+    /// Per-device counts of a multi-device trace read whole (all devices laid back to back),
+    /// in ascending device number; empty otherwise.
+    pub devices: Vec<DeviceCount>,
+}
+
+/// One device's share of a multi-device trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceCount {
+    /// The device number as the trace writes it (ASU, disk, LUN, volume; `maj << 32 | min`
+    /// for blkparse).
+    pub device: u64,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Sum of its request lengths.
+    pub bytes: u64,
 }
 
 /// A fast, deterministic hasher for block numbers (Fx-style multiply-rotate); block numbers
@@ -92,6 +108,7 @@ impl StatsBuilder {
                 last_time_ns: None,
                 span_ns: 0,
                 sized_requests: 0,
+                devices: Vec::new(),
             },
             seen: HashSet::default(),
         }
@@ -154,14 +171,39 @@ impl TraceStats {
     ) -> Result<TraceStats> {
         let mut b = StatsBuilder::new(source.addressing(), block_size);
         let mut left = limit.unwrap_or(u64::MAX);
+        // The layout is fixed by the reader's pre-pass, before the first request; a copy
+        // frees `source` for the loop.
+        let bases: Vec<(u64, u64)> = source.device_bases().unwrap_or_default().to_vec();
+        let mut devices: Vec<DeviceCount> = bases
+            .iter()
+            .map(|&(device, _)| DeviceCount {
+                device,
+                requests: 0,
+                reads: 0,
+                writes: 0,
+                bytes: 0,
+            })
+            .collect();
         while left > 0 {
             let Some(req) = source.next_request()? else {
                 break;
             };
             b.add(&req);
             left -= 1;
+            // Bases ascend, so the request's device is the last one starting at or before it.
+            let at = bases.partition_point(|&(_, base)| base <= req.offset);
+            if let Some(d) = at.checked_sub(1).and_then(|i| devices.get_mut(i)) {
+                d.requests += 1;
+                match req.op {
+                    Op::Read => d.reads += 1,
+                    Op::Write => d.writes += 1,
+                }
+                d.bytes = d.bytes.saturating_add(req.len);
+            }
         }
-        Ok(b.finish())
+        let mut stats = b.finish();
+        stats.devices = devices;
+        Ok(stats)
     }
 
     /// Whether the requests carry sizes (byte-addressed traces always do; key streams may
@@ -254,6 +296,13 @@ impl TraceStats {
             "last_time_s": secs(self.last_time_ns),
             "span_s": self.span_ns as f64 / 1e9,
             "size_histogram": if sized { self.size_buckets() } else { Vec::new() },
+            "devices": self.devices.iter().map(|d| serde_json::json!({
+                "device": d.device,
+                "requests": d.requests,
+                "reads": d.reads,
+                "writes": d.writes,
+                "bytes": d.bytes,
+            })).collect::<Vec<_>>(),
         })
     }
 }
@@ -306,5 +355,33 @@ mod tests {
             (empty.requests, empty.read_share, empty.span_ns),
             (0, 0.0, 0)
         );
+    }
+
+    #[test]
+    fn per_device_counts_of_a_multi_device_trace() {
+        // Two MSR disks, listed out of order; disk 2's offsets lie past disk 0's footprint.
+        let csv = b"100,h,2,Read,0,4096,1\n\
+                    200,h,0,Write,8192,512,1\n\
+                    300,h,2,Write,4096,4096,1\n\
+                    400,h,2,Read,1048576,8192,1\n";
+        let mut src = super::super::from_bytes(super::super::Format::Msr, "t.csv", csv, None)
+            .expect("valid trace");
+        let s = TraceStats::compute(src.as_mut(), 4096).expect("reads");
+        let dc = |device, requests, reads, writes, bytes| DeviceCount {
+            device,
+            requests,
+            reads,
+            writes,
+            bytes,
+        };
+        assert_eq!(
+            s.devices,
+            vec![dc(0, 1, 0, 1, 512), dc(2, 3, 2, 1, 16384)]
+        );
+        // One device selected: its own offsets, no per-device split.
+        let mut one = super::super::from_bytes(super::super::Format::Msr, "t.csv", csv, Some(2))
+            .expect("valid trace");
+        let s = TraceStats::compute(one.as_mut(), 4096).expect("reads");
+        assert_eq!((s.requests, s.devices.len()), (3, 0));
     }
 }

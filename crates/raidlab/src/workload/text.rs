@@ -240,6 +240,13 @@ impl<R: BufRead, F: LineFormat> RequestSource for TextReader<R, F> {
     fn label(&self) -> &str {
         &self.label
     }
+
+    fn device_bases(&self) -> Option<&[(u64, u64)]> {
+        match &self.layout {
+            Layout::Flat(bases) => Some(bases),
+            Layout::Native | Layout::Only(_) => None,
+        }
+    }
 }
 
 /// Build a reader over in-memory bytes, running the layout pre-pass over the same bytes when
