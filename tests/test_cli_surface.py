@@ -485,3 +485,16 @@ def test_sweep_takes_set_too(tmp_path, capsys) -> None:
     assert main(["sweep", str(path), "--out", str(store), "--workers", "1", "--set", "array.disks=6"]) == 0
     frame = query(store, 'SELECT DISTINCT "array.disks" AS d FROM runs')
     assert list(frame["d"]) == [6]
+
+
+def test_serve_cache_sizes_take_units(capsys) -> None:
+    from raidlab.cli import parser
+
+    args = parser().parse_args(["serve", "d", "--cache-mib", "1GiB", "--write-cache-mib", "256MiB"])
+    assert (args.cache_mib, args.write_cache_mib) == (1024, 256)
+    assert parser().parse_args(["serve", "d", "--cache-mib", "64"]).cache_mib == 64
+    for bad in ("1.5MiB", "512KiB", "0", "lots"):
+        with pytest.raises(SystemExit) as e:
+            parser().parse_args(["serve", "d", "--cache-mib", bad])
+        assert e.value.code == 2
+        assert "--cache-mib" in capsys.readouterr().err

@@ -28,6 +28,19 @@ from rich.table import Table
 from raidlab import _core
 
 
+def mib_size(text: str) -> int:
+    """A cache size for `serve`: whole MiB as a bare number (`64`) or a size with a unit
+    (`512MiB`, `2GiB`), at least 1 MiB and a whole number of MiB."""
+    bare = text.strip().isdigit()
+    try:
+        mib = float(text) if bare else _core.parse_size(text) / 2**20
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if mib < 1 or mib != int(mib):
+        raise argparse.ArgumentTypeError(f"expected a whole number of MiB, at least 1 (64, 512MiB, 2GiB), got {text!r}")
+    return int(mib)
+
+
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -296,13 +309,13 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     s.add_argument("dir", help="array directory")
     s.add_argument("--listen", default="127.0.0.1:10809", help="HOST:PORT or unix:PATH (default 127.0.0.1:10809)")
     s.add_argument("--cache", default=None, help="read cache policy: lru, fifo, lfu, clock, 2q, arc, mq, sieve, s3fifo, slru, lirs, wtinylfu, vdf-lru, vdf-lfu, vdf-clock, vdf-sieve, greedydual")
-    s.add_argument("--cache-mib", type=positive_int, default=None, help="read cache size in MiB (default 64)")
+    s.add_argument("--cache-mib", type=mib_size, default=None, help="read cache size: MiB, or with a unit such as 512MiB or 2GiB (default 64)")
     s.add_argument("--rebuild-order", default="sequential", help="sequential (md) or pro (popularity-based)")
     s.add_argument("--rebuild-min-kib", type=positive_int, default=None, help="md's speed_limit_min, KiB/s per member")
     s.add_argument("--rebuild-max-kib", type=positive_int, default=None, help="md's speed_limit_max, KiB/s per member")
     s.add_argument("--workers", type=positive_int, default=None, help="NBD worker threads")
     w = s.add_argument_group("write-back cache (docs/store.md: what each backup promises)")
-    w.add_argument("--write-cache-mib", type=positive_int, default=None, help="write-back cache size in MiB (default: none, writes go to the members)")
+    w.add_argument("--write-cache-mib", type=mib_size, default=None, help="write-back cache size: MiB, or with a unit such as 256MiB (default: none, writes go to the members)")
     w.add_argument("--destage", default="stow", help="destage order: lrw, cscan, wow or stow (default)")
     w.add_argument("--thresholds", default="80/20", metavar="H/L", help="linear-threshold destage rate, percent of the cache (default 80/20)")
     w.add_argument("--backup", default="mirror", help="second copy of dirty pages: mirror (default), log (RAPID-Cache) or none (volatile)")

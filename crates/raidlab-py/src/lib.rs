@@ -183,6 +183,13 @@ fn run(
     Ok(out)
 }
 
+/// Bytes in a size written with a unit (`"128MiB"`, `"1.5GB"`, `"4096"`), by the rules every
+/// config key uses; `ValueError` with the expected forms otherwise.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<f64> {
+    raidlab::config::parse_size(text).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 /// Summarise a trace file (its first `limit` requests, of one `device`); returns JSON text
 /// with the format read under `"format"`.
 #[pyfunction]
@@ -244,6 +251,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(reliability, m)?)?;
     m.add_function(wrap_pyfunction!(store::array_create, m)?)?;
     m.add_function(wrap_pyfunction!(store::array_examine, m)?)?;

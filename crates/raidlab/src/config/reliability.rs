@@ -150,6 +150,30 @@ mod tests {
     }
 
     #[test]
+    fn sizes_take_units() {
+        // `_mb` keys are in 2^20-byte megabytes; a string with a unit converts to them.
+        let i = reliability_from_toml(
+            "[reliability]\nbackup_nvram_mb = \"512KiB\"\nwrite_cache_mb = [\"8MiB\", \"1GiB\", 2]\n\
+             module_mb = \"64M\"\ncache_disk_mb = \"1.5GiB\"\n",
+            "r.toml",
+        )
+        .unwrap();
+        assert_eq!(i.backup_nvram_mb, 0.5);
+        assert_eq!(i.write_cache_mb, vec![8.0, 1024.0, 2.0]);
+        assert_eq!(i.rates.module_mb, 64.0);
+        assert_eq!(i.costs.cache_disk_mb, 1536.0);
+        // A price per megabyte is not a size.
+        assert_eq!(
+            key_of("[reliability]\ndram_usd_per_mb = \"1MiB\""),
+            "reliability.dram_usd_per_mb"
+        );
+        assert_eq!(
+            key_of("[reliability]\nwrite_cache_mb = [8, \"lots\"]"),
+            "reliability.write_cache_mb[1]"
+        );
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         assert_eq!(
             key_of("[reliability]\nmttf_nvram_h = -5"),
@@ -170,7 +194,7 @@ mod tests {
             "reliability.write_cache_mb"
         );
         assert_eq!(
-            key_of("[reliability]\nbackup_nvram_mb = \"2\""),
+            key_of("[reliability]\nbackup_nvram_mb = \"2 parsecs\""),
             "reliability.backup_nvram_mb"
         );
         assert_eq!(

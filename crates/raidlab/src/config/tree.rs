@@ -247,22 +247,10 @@ impl<'a> Table<'a> {
     /// Keys named for a size unit also take a string with a unit, as for [`Table::uint`].
     pub fn float(&mut self, key: &'static str, min: f64, max: f64) -> Result<Option<f64>> {
         let path = self.key(key);
-        match (self.get(key), size_unit(key)) {
-            (Some(Value::String(s)), Some(unit)) => {
-                let x = parse_size(s).map_err(|m| Error::config(&path, m))? / unit as f64;
-                if x >= min && x <= max {
-                    Ok(Some(x))
-                } else {
-                    Err(Error::config(
-                        path,
-                        format!(
-                            "expected a size in [{min}, {max}] units of {unit} bytes, got {s:?}"
-                        ),
-                    ))
-                }
-            }
-            (v, _) => v.map(|v| float_value(&path, v, min, max)).transpose(),
-        }
+        let unit = size_unit(key);
+        self.get(key)
+            .map(|v| float_value(&path, v, min, max, unit))
+            .transpose()
     }
 
     /// An optional array of non-negative integers.
@@ -277,7 +265,10 @@ impl<'a> Table<'a> {
         min: f64,
         max: f64,
     ) -> Result<Option<Vec<f64>>> {
-        self.list(key, "numbers", |path, v| float_value(path, v, min, max))
+        let unit = size_unit(key);
+        self.list(key, "numbers", |path, v| {
+            float_value(path, v, min, max, unit)
+        })
     }
 
     /// An optional array whose items `item(path_of_item, value)` converts.
@@ -332,7 +323,7 @@ impl<'a> Table<'a> {
                 Value::Array(items) if items.len() == width => items
                     .iter()
                     .enumerate()
-                    .map(|(j, v)| float_value(&format!("{path}[{i}][{j}]"), v, min, max))
+                    .map(|(j, v)| float_value(&format!("{path}[{i}][{j}]"), v, min, max, None))
                     .collect(),
                 other => Err(Error::config(
                     format!("{path}[{i}]"),
@@ -391,8 +382,22 @@ fn uint_value(path: &str, v: &Value, min: u64, max: u64) -> Result<u64> {
     }
 }
 
-fn float_value(path: &str, v: &Value, min: f64, max: f64) -> Result<f64> {
+/// A finite number within `[min, max]`; with a `unit` (a key named for a size unit) also a
+/// string with a unit, in units of `unit` bytes.
+fn float_value(path: &str, v: &Value, min: f64, max: f64, unit: Option<u64>) -> Result<f64> {
     match v {
+        Value::String(s) if unit.is_some() => {
+            let unit = unit.unwrap_or(1);
+            let x = parse_size(s).map_err(|m| Error::config(path, m))? / unit as f64;
+            if x >= min && x <= max {
+                Ok(x)
+            } else {
+                Err(Error::config(
+                    path,
+                    format!("expected a size in [{min}, {max}] units of {unit} bytes, got {s:?}"),
+                ))
+            }
+        }
         Value::Number(n) => {
             let x = n.as_f64().unwrap_or(f64::NAN);
             if x.is_finite() && x >= min && x <= max {
@@ -411,12 +416,17 @@ fn float_value(path: &str, v: &Value, min: f64, max: f64) -> Result<f64> {
     }
 }
 
-/// Bytes per unit of a key named for a size unit.
+/// Bytes per unit of a key named for a size unit. `_mb` is the reliability model's megabyte,
+/// 2^20 bytes as memory is sized; a price per unit (`_per_mb`) is not a size.
 fn size_unit(key: &str) -> Option<u64> {
+    if key.contains("_per_") {
+        return None;
+    }
     [
         ("_bytes", 1u64),
         ("_kib", 1 << 10),
         ("_mib", 1 << 20),
+        ("_mb", 1 << 20),
         ("_gib", 1 << 30),
     ]
     .iter()

@@ -374,10 +374,7 @@ mod tests {
             writes,
             bytes,
         };
-        assert_eq!(
-            s.devices,
-            vec![dc(0, 1, 0, 1, 512), dc(2, 3, 2, 1, 16384)]
-        );
+        assert_eq!(s.devices, vec![dc(0, 1, 0, 1, 512), dc(2, 3, 2, 1, 16384)]);
         // One device selected: its own offsets, no per-device split.
         let mut one = super::super::from_bytes(super::super::Format::Msr, "t.csv", csv, Some(2))
             .expect("valid trace");
