@@ -49,7 +49,7 @@ def test_runs_print_one_row_each(tmp_path, capsys) -> None:
     text = EXP + '\n[[runs]]\ncache.policy = "lru"\n[[runs]]\ncache.policy = "vdf-lru"\n'
     assert main(["run", str(write(tmp_path, text))]) == 0
     out = capsys.readouterr().out
-    assert "policy=lru" in out and "policy=vdf-lru" in out  # names keep what differs
+    assert "policy" in out and "vdf-lru" in out and "cache.policy" not in out  # names keep what differs
 
 
 @pytest.mark.parametrize(

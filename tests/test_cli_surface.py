@@ -75,7 +75,7 @@ def test_run_table_fits_80_columns_with_every_number_whole(tmp_path, capsys) -> 
         assert f"{m['disk_reads_total']:,}" in out
         assert f"{m['hit_ratio']:.4f}" in out
     # names keep only what differs, with the last part of each key
-    assert "cache.policy=" not in out and "policy=vdf-lru" in out
+    assert "cache.policy" not in out and "vdf-lru" in out
     # a value the same for every run is said once
     assert "same for every run: requests 200,000" in out
 
@@ -498,3 +498,22 @@ def test_serve_cache_sizes_take_units(capsys) -> None:
             parser().parse_args(["serve", "d", "--cache-mib", bad])
         assert e.value.code == 2
         assert "--cache-mib" in capsys.readouterr().err
+
+
+def test_grid_run_names_become_values_under_group_headings() -> None:
+    from raidlab import fit
+
+    names = [f"workload=websearch (UMass sample) disks={d} capacity_fraction={c} policy={p}" for d in (5, 6) for c in (0.0078125, 0.25) for p in ("lru", "vdf-lru", "lfu")]
+    # Room for every value: one group, the keys named once in the header.
+    [(heading, rows, header, labels)] = fit.grid_groups(names, 80)
+    assert (heading, rows, header) == ("", list(range(12)), "workload / disks / capacity_fraction / policy")
+    assert labels[1] == "websearch (UMass sample) / 5 / 0.0078125 / vdf-lru"
+    # Too narrow: the leading key moves to a heading per group, as long as groups keep six rows.
+    groups = fit.grid_groups(names, 20)
+    assert [(h, r[:2], hd) for h, r, hd, _ in groups] == [
+        ("workload=websearch (UMass sample) disks=5", [0, 1], "capacity_fraction / policy"),
+        ("workload=websearch (UMass sample) disks=6", [6, 7], "capacity_fraction / policy"),
+    ]
+    assert groups[1][3][:2] == ["0.0078125 / lru", "0.0078125 / vdf-lru"]
+    # Names that are not a grid stay as they are.
+    assert fit.grid_groups(["a=1 b=2", "a=2"], 5) == [("", [0, 1], "run", ["a=1 b=2", "a=2"])]

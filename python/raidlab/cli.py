@@ -25,10 +25,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from dataclasses import replace
 from typing import Any, Sequence
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from raidlab import _core, api, fit
 from raidlab.progress import run_with_progress
@@ -154,11 +156,22 @@ def print_runs(result: api.Result, console: Console, columns: Sequence[str] | No
                     highlight=False,
                 )
                 cols = [c for c in cols if c not in same]
-        fit.print_table(console, "run", [n for _, n in picked], cols)
+        print_grouped(console, [n for _, n in picked], cols)
     for r, n in zip(result.runs, names):
         if r.ramp:
             cols = [fit.Column(header, [fit.cell(p.get(key), fmt) for p in r.ramp]) for key, header, fmt in RAMP_COLUMNS]
             fit.print_table(console, "level", [str(i) for i in range(len(r.ramp))], cols, title=f"ramp: {n}")
+
+
+def print_grouped(console: Console, names: Sequence[str], cols: Sequence[fit.Column]) -> None:
+    """Rows labelled by run names, a sweep's grid as values under group headings
+    (:func:`fit.grid_groups`) so that each run keeps to one line."""
+    # Labels get what the metric columns leave of the line (at least the label minimum).
+    budget = max(fit.LABEL_MIN, console.width - fit.table_width(0, [c.width for c in cols]) - 2)
+    for heading, rows, first, labels in fit.grid_groups(names, budget):
+        if heading:
+            console.print(Text(heading, style="bold"), overflow="fold")
+        fit.print_table(console, first, labels, [replace(c, cells=[c.cells[i] for i in rows]) for c in cols])
 
 
 CAPACITY_KEYS = ("cache.capacity", "cache.capacity_blocks", "cache.capacity_bytes", "cache.capacity_fraction")
@@ -445,7 +458,10 @@ def cmd_results(args: argparse.Namespace, console: Console) -> int:
         fit.Column(str(c), [fit.cell(v) for v in frame[c]], numeric=frame[c].dtype.kind in "iuf")
         for c in frame.columns[1:]
     ]
-    fit.print_table(console, first, labels, cols)
+    if first != "name":
+        fit.print_table(console, first, labels, cols)
+    else:
+        print_grouped(console, labels, cols)
     if len(frame.columns) < total:
         console.print(
             f"[dim]{len(frame)} runs; {len(frame.columns)} of {total} columns shown. "

@@ -22,6 +22,8 @@ from rich.text import Text
 
 # The label column gets at least this many characters before columns are split off.
 LABEL_MIN = 14
+# A table of grouped rows (`grid_groups`) holds at least this many rows on average.
+GROUP_ROWS_MIN = 6
 # Box-drawing overhead of one column (two padding spaces and one rule) in rich's default box.
 COLUMN_OVERHEAD = 3
 
@@ -188,6 +190,37 @@ def short_names(names: Sequence[str]) -> tuple[list[str], str]:
     if any(not s for s in short) or len(set(short)) < len(set(names)):
         return list(names), ""
     return short, " ".join(common)
+
+
+def grid_groups(names: Sequence[str], budget: int, first: str = "run") -> list[tuple[str, list[int], str, list[str]]]:
+    """Rows of a table split into groups that keep every label on one line.
+
+    Names that all set the same keys in the same order (a sweep's grid) become their values
+    alone under a header naming the keys once (``policy / disks``, ``lru / 5``); when those
+    labels are still longer than ``budget`` characters, the leading keys move to a heading
+    per group (``workload=websearch disks=5``) until they fit. Returns ``(heading, rows,
+    header, labels)`` per group, in order of first appearance; other names come back as
+    one group with no heading, under ``first``."""
+    split = [name_tokens(n) for n in names]
+    keys = [[t.split("=", 1)[0] if "=" in t else None for t in s] for s in split]
+    whole = [("", list(range(len(names))), first, list(names))]
+    if len(names) < 2 or not keys[0] or None in keys[0] or any(k != keys[0] for k in keys[1:]):
+        return whole
+    values = [[t.split("=", 1)[1] for t in s] for s in split]
+    lead = 0  # keys moved to the group headings
+    while lead < len(keys[0]) - 1 and max(len(" / ".join(v[lead:])) for v in values) > budget:
+        # Tables of a few rows each cost more lines in headers than wrapped labels do.
+        if len(names) < GROUP_ROWS_MIN * len({tuple(v[: lead + 1]) for v in values}):
+            break
+        lead += 1
+    out: dict[tuple[str, ...], list[int]] = {}
+    for i, v in enumerate(values):
+        out.setdefault(tuple(v[:lead]), []).append(i)
+    header = " / ".join(keys[0][lead:])
+    return [
+        (" ".join(f"{k}={x}" for k, x in zip(keys[0], head)), rows, header, [" / ".join(values[i][lead:]) for i in rows])
+        for head, rows in out.items()
+    ]
 
 
 def cell(value: Any, fmt: str | None = None) -> str:
