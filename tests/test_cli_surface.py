@@ -314,7 +314,7 @@ def test_json_has_one_shape_with_the_resolved_config(tmp_path, capsys) -> None:
     assert cfg["workload"]["synthetic"]["alpha"] == 0.9
     assert cfg["cache"]["unit"] == "block" and cfg["cache"]["writes"] == "ignore"
     assert cfg["array"]["layout"] == "left-symmetric" and cfg["array"]["stripe_unit"] == 65536
-    assert cfg["run"] == {"mode": "count", "seed": 1, "warmup_requests": 0}
+    assert cfg["run"] == {"mode": "count", "seed": 1, "warmup_requests": 0, "footprint": False}
     # the resolved config runs to the same result
     again = raidlab.run(cfg).runs[0].metrics
     assert again["hit_ratio"] == one["runs"][0]["metrics"]["hit_ratio"]

@@ -483,6 +483,8 @@ def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
         console.print(f"experiments in {escape(str(where))} (raidlab reproduce NAME runs NAME*.toml):", highlight=False)
         fit.print_table(console, "name", [n for n, _ in found], [fit.Column("title", [t or "-" for _, t in found], numeric=False)])
         return 0
+    if args.name in ("all", "scoreboard"):
+        return reproduce_all(args, where, console, run=args.name == "all")
     report = reproduce(
         args.name,
         experiments_dir=where,
@@ -496,8 +498,33 @@ def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def reproduce_all(args: argparse.Namespace, where: Path, console: Console, run: bool) -> int:
+    """``reproduce all``: every experiment file (each on its own, its report in
+    ``OUT/STEM``), then the scoreboard; ``reproduce scoreboard``: the scoreboard of the
+    reports already under ``OUT``."""
+    from raidlab import scoreboard
+    from raidlab.reproduce import known, reproduce
+
+    out = Path(args.out)
+    if run:
+        for stem, _ in known(where):
+            reproduce(
+                stem,
+                experiments_dir=where,
+                out_dir=out,
+                skip_traces=args.skip_traces,
+                threads=deprecated_workers(args, console),
+                executor=args.scheduler,
+                console=console,
+                exact=True,
+            )
+    page = scoreboard.write(scoreboard.scoreboard(where, out), out, console)
+    console.print(f"scoreboard written to [bold]{page}[/bold]")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, console: Console) -> int:
-    args.name = "vdf-rgr"
+    args.name = "demo-vdf-rgr"
     args.skip_traces = True
     return cmd_reproduce(args, console)
 
@@ -578,7 +605,11 @@ def parser() -> argparse.ArgumentParser:
     ):
         c = sub.add_parser(name, help=helptext)
         if name == "reproduce":
-            c.add_argument("name", nargs="?", help="experiment name (without it: list the experiments)")
+            c.add_argument(
+                "name",
+                nargs="?",
+                help="experiment name; 'all' runs every one and writes OUT/scoreboard.html, 'scoreboard' only writes it (without a name: list the experiments)",
+            )
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
         c.add_argument(
             "--experiments",

@@ -5,6 +5,7 @@ file's ``[report]`` table (see :mod:`raidlab.reproduce`)."""
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from raidlab import _core, fit
+from raidlab.replicates import ci95, per_seed, seed_key, with_ci
 from raidlab.plotting import img, pyplot, save
 from raidlab.series_plot import plot_series
 
@@ -149,17 +151,36 @@ def paper_claim(spec: dict[str, Any], row_label: str) -> str:
     return ""
 
 
-def summary(red: Any) -> list[tuple[str, float, float, int, int]]:
-    """Per comparison and value of the first row key (the workload): (label, best reduction,
-    median, cells improved, cells)."""
+@dataclass
+class Verdict:
+    """One comparison over one group (the first row key's value) of a section."""
+
+    label: str  # "group: new vs base"
+    best: float  # the largest per-cell gain (mean over seeds)
+    best_hw: float  # 95% half-width of the best cell's mean (NaN with one seed)
+    median: float  # median over cells of the per-cell mean gain
+    improved: int  # cells whose mean gain is positive
+    cells: int
+
+
+def summary(red: Any, hw: Any = None) -> list[Verdict]:
+    """Per comparison and value of the first row key (the workload): the best and median
+    gain and the cells improved (``hw``: the gains' 95% half-widths, same shape)."""
     out = []
     for group, sub in red.groupby(level=0, sort=False):
         for c in sub.columns:
             col = sub[c].dropna()
             if col.empty:
                 continue
-            out.append((f"{group}: {c}", float(col.max()), float(col.median()), int((col > 0).sum()), len(col)))
+            best_at = col.idxmax()
+            best_hw = float(hw[c].loc[best_at]) if hw is not None else float("nan")
+            out.append(Verdict(f"{group}: {c}", float(col.max()), best_hw, float(col.median()), int((col > 0).sum()), len(col)))
     return out
+
+
+def pct(v: float, hw: float) -> str:
+    """A gain as a signed percentage, with its 95% half-width when there is one."""
+    return f"{v:+.1%}" if hw != hw else f"{v:+.1%} ± {hw:.1%}"
 
 
 def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
@@ -179,8 +200,12 @@ def plot(frame: Any, spec: dict[str, Any], path: Path) -> list[Path]:
         for ax, pv in zip(axes[0], panels):
             data = sub if pv is None else sub[sub[inner] == pv]
             for name in dict.fromkeys(data[series]):
-                d = data[data[series] == name].sort_values(x)
-                ax.plot(d[x], d[value], marker="o", markersize=3, label=str(name))
+                d = data[data[series] == name]
+                # One point per x: the mean over seeds, its 95% interval as an error bar.
+                points = [(xv, *ci95(g[value])) for xv, g in d.groupby(x, sort=True)]
+                xs, ys, hws = zip(*points) if points else ((), (), ())
+                yerr = None if all(h != h for h in hws) else [0.0 if h != h else h for h in hws]
+                ax.errorbar(xs, ys, yerr=yerr, marker="o", markersize=3, capsize=2, label=str(name))
             if spec.get("plot_logx"):
                 ax.set_xscale("log", base=2)
             if inner:
@@ -246,6 +271,7 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
     out.mkdir(parents=True, exist_ok=True)
     body: list[str] = []
     top: list[str] = []  # the verdicts of every section, shown first
+    claims: list[dict[str, Any]] = []  # every verdict as data, for the scoreboard
     for s in per_value(sections):
         stem = s.file.stem
         title = s.spec.get("title", stem)
@@ -262,26 +288,33 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
         body.extend(extra_views(s, out, title, console))
         if "rows" not in s.spec or "columns" not in s.spec:
             continue
-        table = pivot(s.frame, s.spec)
+        seeds = seed_key(s.frame, s.spec)
+        table, table_hw, n_seeds = per_seed(s.frame, seeds, lambda f: pivot(f, s.spec))
         value = s.spec.get("value", "rgr")
-        console_table(console, table, f"{title}: {value}", "{:.4f}")
-        body.append(f"<h3>{html.escape(label(value))}</h3>" + wide(table.to_html(float_format="%.4f", na_rep="-")))
+        ci_note = f" (mean ± 95% CI over {n_seeds} seeds)" if n_seeds > 1 else ""
+        shown = with_ci(table, table_hw, lambda v: f"{v:.4f}")
+        console_table(console, shown, f"{title}: {value}{ci_note}", "{}")
+        body.append(f"<h3>{html.escape(label(value) + ci_note)}</h3>" + wide(shown.to_html(na_rep="-")))
         pairs = s.spec.get("compare", [])
         if pairs:
             higher = s.spec.get("better", "lower") == "higher"
-            red = reductions(table, pairs, higher=higher)
+            red, red_hw, _ = per_seed(s.frame, seeds, lambda f: reductions(pivot(f, s.spec), pairs, higher=higher))
             red_title = "relative improvement (new - base) / base" if higher else "relative reduction (base - new) / base"
-            console_table(console, red, red_title, "{:+.1%}")
+            red_title += ci_note
+            shown = with_ci(red, red_hw, lambda v: f"{v:+.1%}")
+            console_table(console, shown, red_title, "{}")
             body.append(f"<h3>{html.escape(red_title)}</h3>")
-            body.append(wide(red.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-")))
+            body.append(wide(shown.to_html(na_rep="-")))
             if red.isna().any().any():
                 body.append(EMPTY_CELLS)
             cited = bool(s.spec.get("paper"))
+            verdicts_of = summary(red, red_hw)
+            claims.extend(claim_rows(name, s, verdicts_of, n_seeds))
             rows = "".join(
-                f"<tr><td>{html.escape(c)}</td><td>{best:+.1%}</td><td>{med:+.1%}</td><td>{k}/{n}</td>"
-                + (f"<td>{html.escape(paper_claim(s.spec, c)) or '-'}</td>" if cited else "")
+                f"<tr><td>{html.escape(v.label)}</td><td>{pct(v.best, v.best_hw)}</td><td>{v.median:+.1%}</td><td>{v.improved}/{v.cells}</td>"
+                + (f"<td>{html.escape(paper_claim(s.spec, v.label)) or '-'}</td>" if cited else "")
                 + "</tr>"
-                for c, best, med, k, n in summary(red)
+                for v in verdicts_of
             )
             verdicts = (
                 f"<h3>{html.escape(title)}</h3>"
@@ -292,22 +325,30 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
             )
             top.append(verdicts)
             body.append(verdicts)
-            for c, best, med, k, n in summary(red):
-                claim = paper_claim(s.spec, c)
+            for v in verdicts_of:
+                claim = paper_claim(s.spec, v.label)
                 console.print(
-                    f"{c}: best {best:+.1%}, median {med:+.1%}, improved in {k}/{n} cells"
+                    f"{v.label}: best {pct(v.best, v.best_hw)}, median {v.median:+.1%}, improved in {v.improved}/{v.cells} cells"
                     + (f"; paper: {claim}" if claim else "")
                 )
         if pairs and s.spec.get("floor") in s.frame.columns:
-            avoid = reductions(table, pairs, floor_of(s.frame, table, s.spec))
-            title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']})"
-            console_table(console, avoid, title_a, "{:+.1%}")
+
+            def avoidable(f: Any) -> Any:
+                t = pivot(f, s.spec)
+                return reductions(t, pairs, floor_of(f, t, s.spec))
+
+            avoid, avoid_hw, _ = per_seed(s.frame, seeds, avoidable)
+            title_a = f"reduction of the avoidable part: (base - new) / (base - {s.spec['floor']}){ci_note}"
+            shown = with_ci(avoid, avoid_hw, lambda v: f"{v:+.1%}")
+            console_table(console, shown, title_a, "{}")
             body.append(f"<h3>{html.escape(title_a)}</h3>")
-            body.append(wide(avoid.to_html(float_format=lambda v: f"{v:+.1%}", na_rep="-")))
+            body.append(wide(shown.to_html(na_rep="-")))
             if avoid.isna().any().any():
                 body.append(EMPTY_CELLS)
-            for c, best, med, k, n in summary(avoid):
-                console.print(f"{c} (avoidable part): best {best:+.1%}, median {med:+.1%}")
+            avoid_verdicts = summary(avoid, avoid_hw)
+            claims.extend(claim_rows(name, s, avoid_verdicts, n_seeds, part="avoidable"))
+            for v in avoid_verdicts:
+                console.print(f"{v.label} (avoidable part): best {pct(v.best, v.best_hw)}, median {v.median:+.1%}")
         body.extend(s.extra)
         if "plot_x" in s.spec:
             for png in plot(s.frame, s.spec, out / f"{stem}{s.spec.get('suffix', '')}.png"):
@@ -329,4 +370,29 @@ def write_report(name: str, sections: list[Section], out: Path, console: Console
     )
     report = out / "report.html"
     report.write_text(page, encoding="utf-8")
+    (out / "claims.json").write_text(json.dumps(claims, indent=1, allow_nan=False, default=str), encoding="utf-8")
     return report
+
+
+def claim_rows(name: str, s: Section, verdicts: list[Verdict], seeds: int, part: str = "whole") -> list[dict[str, Any]]:
+    """The verdicts of a section as plain records (NaN as ``None``) for ``claims.json``."""
+
+    def num(x: float) -> float | None:
+        return None if x != x else x
+
+    return [
+        {
+            "experiment": name,
+            "file": s.file.name,
+            "metric": s.spec.get("value", "rgr"),
+            "part": part,
+            "comparison": v.label,
+            "best": num(v.best),
+            "best_hw": num(v.best_hw),
+            "median": num(v.median),
+            "improved": v.improved,
+            "cells": v.cells,
+            "seeds": seeds,
+        }
+        for v in verdicts
+    ]

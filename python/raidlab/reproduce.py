@@ -127,13 +127,15 @@ def reproduce(
     threads: int | None = None,
     executor: Any = None,
     console: Console | None = None,
+    exact: bool = False,
 ) -> Path:
-    """Run every ``experiments_dir/NAME*.toml`` and write ``out_dir/NAME/report.html``.
+    """Run every ``experiments_dir/NAME*.toml`` (only ``NAME.toml`` with ``exact``) and
+    write ``out_dir/NAME/report.html``.
 
     ``threads``: local worker processes (default: cores); ``executor``: anything
     :func:`raidlab.sweep.sweep` takes (a Dask scheduler address or client)."""
     console = console or Console()
-    files = sorted(experiments_dir.glob(f"{name}*.toml"))
+    files = sorted(experiments_dir.glob(f"{name}.toml" if exact else f"{name}*.toml"))
     if not files:
         import difflib
 
@@ -173,6 +175,7 @@ def reproduce(
             plan.skipped.append(f"{row['name']}: failed: {row['error']}")
             console.print(f"[red]failed[/red] {row['name']}: {row['error']}", highlight=False)
         frame = frame[frame["status"] == "done"].drop(columns=["config", "status", "error"]).reset_index(drop=True)
+        frame = drop_full(frame, plan)
         if not len(frame):
             sections.append(Section(f, plan.spec, None, plan.skipped))
             continue
@@ -186,6 +189,17 @@ def reproduce(
         series = runs.series_frame() if wants_series else None
         sections.append(Section(f, plan.spec, frame, plan.skipped, series, extra))
     return write_report(name, sections, out_dir / name, console)
+
+
+def drop_full(frame: Any, plan: Plan) -> Any:
+    """With ``[report] drop_full``: the runs whose cache holds the workload's whole
+    footprint (every policy then pays only compulsory misses) moved to the skipped list."""
+    if not plan.spec.get("drop_full") or not {"capacity", "footprint_blocks"} <= set(frame.columns):
+        return frame
+    full = frame["capacity"] >= frame["footprint_blocks"]
+    for _, row in frame[full].iterrows():
+        plan.skipped.append(f"{row['name']}: the cache holds the whole footprint ({int(row['footprint_blocks']):,} blocks)")
+    return frame[~full].reset_index(drop=True)
 
 
 @dataclass

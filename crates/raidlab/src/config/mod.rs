@@ -98,6 +98,9 @@ pub struct RunSpec {
     pub seed: u64,
     /// Counting mode: requests replayed first to warm the cache but counted in no metric.
     pub warmup_requests: u64,
+    /// Counting mode: run the footprint pre-pass (footprint, compulsory-miss floor) even
+    /// when the capacity is absolute.
+    pub footprint: bool,
 }
 
 /// One fully validated run.
@@ -319,7 +322,12 @@ fn experiment(
     // `report` describes how `raidlab reproduce` presents them.
     root.table("tags")?;
     root.table("report")?;
-    let (seed, warmup_requests, run_timed) = timed::run_table(root.table("run")?)?;
+    let (common, run_timed) = timed::run_table(root.table("run")?)?;
+    let timed::RunCommon {
+        seed,
+        warmup_requests,
+        footprint,
+    } = common;
     let mode = if run_timed.is_some() {
         Mode::Timed
     } else {
@@ -329,6 +337,7 @@ fn experiment(
         mode,
         seed,
         warmup_requests,
+        footprint,
     };
     let workload = match root.table("workload")? {
         Some(t) => workload_spec(t, base_dir, run.seed)?,
@@ -444,6 +453,7 @@ fn experiment(
             "run.warmup_requests",
             &Value::from(warmup_requests),
         );
+        insert_absent(&mut resolved, "run.footprint", &Value::from(footprint));
     }
     Ok(Experiment {
         name,

@@ -106,21 +106,42 @@ pub(super) struct RunTimed {
     pub outstanding_max: u32,
 }
 
-/// `[run]`: the seed, counting mode's warm-up requests, and, in timed mode, the driver and
-/// timing (`None` in counting mode).
-pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, u64, Option<RunTimed>)> {
+/// `[run]` keys of every mode (the warm-up and the pre-pass only apply to counting mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RunCommon {
+    pub seed: u64,
+    pub warmup_requests: u64,
+    pub footprint: bool,
+}
+
+/// `[run]`: the seed, counting mode's warm-up and pre-pass, and, in timed mode, the driver
+/// and timing (`None` in counting mode).
+pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(RunCommon, Option<RunTimed>)> {
     let Some(mut t) = t else {
-        return Ok((1, 0, None));
+        let common = RunCommon {
+            seed: 1,
+            warmup_requests: 0,
+            footprint: false,
+        };
+        return Ok((common, None));
     };
     let timed = t.choice("mode", &["count", "timed"])? == Some("timed");
     let seed = t.uint_or("seed", 0, u64::MAX, 1)?;
-    if timed && t.has("warmup_requests") {
-        return Err(Error::config(
-            t.key("warmup_requests"),
-            "only applies to run.mode = \"count\" (timed mode measures after its own warm-up: warmup_s of the ramp driver)",
-        ));
+    for key in ["warmup_requests", "footprint"] {
+        if timed && t.has(key) {
+            return Err(Error::config(
+                t.key(key),
+                "only applies to run.mode = \"count\" (timed mode measures after its own warm-up: warmup_s of the ramp driver)",
+            ));
+        }
     }
     let warmup_requests = t.uint_or("warmup_requests", 0, u64::MAX, 0)?;
+    let footprint = t.bool_or("footprint", false)?;
+    let common = RunCommon {
+        seed,
+        warmup_requests,
+        footprint,
+    };
     let driver_name = t
         .choice("driver", &["open", "closed", "ramp"])?
         .unwrap_or("open");
@@ -190,7 +211,7 @@ pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(u64, u64, Option<RunTim
         duration_ns: duration_s.map(|s| ms_to_ns(s * 1e3).max(1)),
         outstanding_max: outstanding_max.map_or(1 << 20, |n| n as u32),
     };
-    Ok((seed, warmup_requests, timed.then_some(run)))
+    Ok((common, timed.then_some(run)))
 }
 
 /// The timed-mode part of a run from its `[run]` keys and the `[controller]`, `[disk]` and

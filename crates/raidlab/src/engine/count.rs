@@ -28,13 +28,15 @@ pub struct Prepass {
 
 /// One pass over `workload`: footprint and the cold-miss cost on `array` (a single healthy
 /// device when `None`) of the first lookup of every block (reads, and writes too with
-/// `writes = "access"`).
+/// `writes = "access"`) among the requests after the first `warmup` (the footprint covers
+/// them all).
 pub fn prepass(
     workload: &WorkloadSpec,
     array: Option<&ArraySpec>,
     writes: Writes,
+    warmup: u64,
 ) -> Result<Prepass> {
-    prepass_with(workload, array, writes, &mut |_| true)
+    prepass_with(workload, array, writes, warmup, &mut |_| true)
 }
 
 /// Requests the pre-pass reads between calls of its progress callback.
@@ -46,6 +48,7 @@ pub fn prepass_with(
     workload: &WorkloadSpec,
     array: Option<&ArraySpec>,
     writes: Writes,
+    warmup: u64,
     tick: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Prepass> {
     let array = array.map(Array::new).transpose()?;
@@ -62,9 +65,12 @@ pub fn prepass_with(
         }
         let (first, count) = workload.span(&req, addressing);
         let lookup = req.op == Op::Read || writes == Writes::Access;
+        let measured = read > warmup;
         for lba in first..first + count {
             seen.insert(lba);
-            if lookup && looked_up.insert(lba) {
+            // A block first looked up during the warm-up is no compulsory miss of the
+            // measured part.
+            if lookup && looked_up.insert(lba) && measured {
                 cold += match &array {
                     Some(a) => u64::from(a.cost_of(lba)),
                     None => 1,
@@ -82,11 +88,25 @@ pub fn prepass_with(
 /// footprint is asked for and none is given (a sweep passes one computed once per workload).
 pub fn resolve_capacity(exp: &Experiment, pre: Option<Prepass>) -> Result<(u64, Option<Prepass>)> {
     match exp.cache.capacity {
+        Capacity::Units(n) if pre.is_none() && exp.run.footprint => {
+            let pre = prepass(
+                &exp.workload,
+                exp.array.as_ref(),
+                exp.cache.writes,
+                exp.run.warmup_requests,
+            )?;
+            Ok((n, Some(pre)))
+        }
         Capacity::Units(n) => Ok((n, pre)),
         Capacity::FootprintFraction(f) => {
             let pre = match pre {
                 Some(p) => p,
-                None => prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes)?,
+                None => prepass(
+                    &exp.workload,
+                    exp.array.as_ref(),
+                    exp.cache.writes,
+                    exp.run.warmup_requests,
+                )?,
             };
             let n = ((pre.footprint_blocks as f64) * f).round().max(1.0) as u64;
             Ok((n, Some(pre)))
@@ -131,12 +151,9 @@ pub fn run(
     let mut now: u64 = 0;
     let started = Instant::now();
     // Warm-up: the first requests fill the cache; every metric starts after them (the
-    // compulsory-miss floor of the pre-pass covers the whole stream, so it is dropped).
+    // pre-pass counted compulsory misses after the warm-up only, so its floor is kept).
     let warmup = exp.run.warmup_requests;
     let mut warming = warmup > 0;
-    if warming {
-        m.cold_miss_disk_blocks = None;
-    }
 
     while let Some(req) = src.next_request()? {
         if warming && m.requests == warmup {
@@ -253,14 +270,15 @@ pub fn run(
 
 impl CountMetrics {
     /// The counters of a run whose measurement starts now (after a warm-up): every count
-    /// zero, the run's shape (capacity, disks, footprint) kept, no compulsory-miss floor.
+    /// zero, the run's shape (capacity, disks, footprint) and the pre-pass's floor (counted
+    /// after the warm-up) kept.
     fn measured_from_here(&self) -> CountMetrics {
         CountMetrics {
             disk_reads: vec![0; self.disk_reads.len()],
             disk_writes: vec![0; self.disk_writes.len()],
             capacity: self.capacity,
             footprint_blocks: self.footprint_blocks,
-            cold_miss_disk_blocks: None,
+            cold_miss_disk_blocks: self.cold_miss_disk_blocks,
             ..Default::default()
         }
     }

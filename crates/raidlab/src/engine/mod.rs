@@ -127,9 +127,9 @@ struct Prepasses {
     known: Mutex<Vec<(PrepassKey, count::Prepass)>>,
 }
 
-/// What a pre-pass depends on: the workload, the array (miss costs) and what counts as a
-/// lookup.
-type PrepassKey = (WorkloadSpec, Option<ArraySpec>, Writes);
+/// What a pre-pass depends on: the workload, the array (miss costs), what counts as a
+/// lookup and the warm-up (compulsory misses are counted after it).
+type PrepassKey = (WorkloadSpec, Option<ArraySpec>, Writes, u64);
 
 impl Prepasses {
     fn get(
@@ -137,15 +137,29 @@ impl Prepasses {
         exp: &Experiment,
         tick: &mut dyn FnMut(u64) -> bool,
     ) -> Result<Option<count::Prepass>> {
-        if !matches!(exp.cache.capacity, Capacity::FootprintFraction(_)) {
+        let fraction = matches!(exp.cache.capacity, Capacity::FootprintFraction(_));
+        let asked = exp.run.footprint && exp.run.mode == Mode::Count;
+        if !(fraction || asked) {
             return Ok(None);
         }
         let mut known = self.known.lock().expect("no panics while holding the lock");
-        let key: PrepassKey = (exp.workload.clone(), exp.array.clone(), exp.cache.writes);
+        let warmup = exp.run.warmup_requests;
+        let key: PrepassKey = (
+            exp.workload.clone(),
+            exp.array.clone(),
+            exp.cache.writes,
+            warmup,
+        );
         if let Some((_, pre)) = known.iter().find(|(k, _)| *k == key) {
             return Ok(Some(*pre));
         }
-        let pre = count::prepass_with(&exp.workload, exp.array.as_ref(), exp.cache.writes, tick)?;
+        let pre = count::prepass_with(
+            &exp.workload,
+            exp.array.as_ref(),
+            exp.cache.writes,
+            warmup,
+            tick,
+        )?;
         known.push((key, pre));
         Ok(Some(pre))
     }

@@ -121,7 +121,7 @@ fn prepass_counts_footprint_and_cold_misses() {
         "[cache]\npolicy = \"lru\"\ncapacity_fraction = 0.5\n\
          [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\nfailed = [0]\n",
     );
-    let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes).unwrap();
+    let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes, 0).unwrap();
     assert_eq!(pre.footprint_blocks, 4);
     assert_eq!(pre.cold_miss_disk_blocks, 6);
     let m = counts(&exp).unwrap();
@@ -161,8 +161,9 @@ fn batch_matches_single_runs() {
 /// `run.warmup_requests`: the worked example above with its first 3 reads (0 1 0) replayed
 /// but not counted. The cache after them holds 0 1, so the counted reads 2 3 1 are:
 /// 2 miss (d2, evicts 1), 3 miss (d1 + d2, evicts 0), 1 miss (d1, evicts 2): hits 0,
-/// misses 3, evictions 3, disk reads [0, 2, 2]; the pre-pass floor, which covers the whole
-/// stream, is dropped.
+/// misses 3, evictions 3, disk reads [0, 2, 2]. With `run.footprint` the pre-pass counts
+/// the compulsory misses of the counted part only: 2 (cost 1) and 3 (on the failed disk,
+/// cost 2), not 1 (first read in the warm-up): a floor of 3 over 3 lookups.
 #[test]
 fn warmup_requests_are_replayed_but_not_counted() {
     let lines: Vec<String> = [0u64, 1, 0, 2, 3, 1]
@@ -181,7 +182,24 @@ fn warmup_requests_are_replayed_but_not_counted() {
     assert_eq!((m.hits, m.misses, m.evictions), (0, 3, 3));
     assert_eq!(m.disk_reads, vec![0, 2, 2]);
     assert_eq!(m.miss_disk_blocks, 4);
-    assert_eq!(m.cold_miss_disk_blocks, None);
+    assert_eq!((m.cold_miss_disk_blocks, m.footprint_blocks), (None, None));
+    let floor = experiment(
+        &path,
+        &format!("[run]\nwarmup_requests = 3\nfootprint = true\n{body}"),
+    );
+    let single = counts(&floor).unwrap();
+    let batch = run_batch(std::slice::from_ref(&floor), 1, &|_| true)
+        .pop()
+        .unwrap()
+        .unwrap();
+    for m in [&single, batch.counts()] {
+        assert_eq!((m.hits, m.misses), (0, 3));
+        assert_eq!(
+            (m.cold_miss_disk_blocks, m.footprint_blocks),
+            (Some(3), Some(4))
+        );
+        assert_eq!(m.rgr_floor(), Some(1.0));
+    }
     // Warming past the end counts nothing; no warm-up is the worked example itself.
     let m = counts(&experiment(
         &path,

@@ -11,7 +11,7 @@ pub mod timed;
 pub mod write;
 
 pub use latency::Latency;
-pub use rebuild::{RebuildMetrics, RebuildRecord};
+pub use rebuild::{RebuildMetrics, RebuildRecord, WindowCounts};
 pub use timed::{DiskMetrics, RampPoint, Series, TimedMetrics, SERIES_ROWS_MAX};
 
 use serde_json::{json, Map, Value};

@@ -23,7 +23,7 @@ use crate::array::{Array, Plan};
 use crate::config::Experiment;
 use crate::disk::{Class, DiskIo, SECTOR_BYTES};
 use crate::error::{Error, Result};
-use crate::metrics::{RebuildMetrics, RebuildRecord};
+use crate::metrics::{RebuildMetrics, RebuildRecord, WindowCounts};
 use crate::rebuild::{
     order::Order, reads_for, Action, Ctx, Dor, ExecutorSpec, RebuildSpec, Sor, Survivors, Throttle,
 };
@@ -294,6 +294,8 @@ impl Sim<'_> {
     }
 
     fn rebuild_start(&mut self, now: u64, disk: u32, spare: Option<u32>) -> Result<()> {
+        // The window's counters start here; `unit_rebuilt` turns them into differences.
+        let window = window_counts(&self.m.count, &mut self.devices, now);
         let r = &mut self.rebuild;
         let spec = r
             .spec
@@ -337,6 +339,7 @@ impl Sim<'_> {
             unit_bytes: unit_sectors * SECTOR_BYTES,
             failed_ns: r.failed_ns[disk as usize],
             start_ns: now,
+            window,
             ..RebuildRecord::default()
         });
         r.active = Some(Active {
@@ -533,6 +536,9 @@ impl Sim<'_> {
         // Redundancy is restored.
         array.finish_rebuild(disk);
         rec.end_ns = Some(now);
+        let end = window_counts(&self.m.count, &mut self.devices, now);
+        let rec = &mut self.rebuild.metrics.records[record];
+        rec.window = WindowCounts::since(&end, &rec.window);
         if let Order::Pro(p) = &a.order {
             let st = p.stats();
             rec.decisions = st.decisions;
@@ -545,5 +551,19 @@ impl Sim<'_> {
             self.rebuild_start(now, disk, spare)?;
         }
         Ok(())
+    }
+}
+
+/// The counters a rebuild window is measured with, as they stand at `now`.
+fn window_counts(
+    m: &crate::metrics::CountMetrics,
+    devices: &mut [crate::disk::Device],
+    now: u64,
+) -> WindowCounts {
+    WindowCounts {
+        lookups: m.lookups,
+        hits: m.hits,
+        miss_disk_blocks: m.miss_disk_blocks,
+        busy_ns: devices.iter_mut().map(|d| d.stats(now).busy_ns).collect(),
     }
 }

@@ -37,6 +37,15 @@ fn sor_one_stripe_at_a_time() {
     assert_eq!(m.disks.len(), 4);
     assert_eq!(m.disks[3].ops, 8);
     assert_eq!(m.disks[0].ops + m.disks[2].ops, 16 + 1 - m.disks[1].ops);
+    // The window alone: no user request (the only one came at t = 0); each survivor read 8
+    // units and the spare wrote 8, 1 ms each, over 16 ms: half busy; the failed disk idle.
+    assert_eq!((r.window.lookups, r.window.hits), (0, 0));
+    assert_eq!(r.window.busy_ns, vec![8_000_000, 0, 8_000_000, 8_000_000]);
+    let mut flat = serde_json::Map::new();
+    m.rebuild.as_ref().unwrap().put(&mut flat);
+    assert_eq!(flat["window_util_mean"], 0.5);
+    assert_eq!(flat["window_util_max"], 0.5);
+    assert_eq!(flat["window_rgr"], 0.0);
 }
 
 /// DOR: both survivors stream (a read queued behind the one in service), unit k's reads end

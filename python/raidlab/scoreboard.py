@@ -1,0 +1,181 @@
+"""The scoreboard: each headline claim of the five papers beside raidlab's number.
+
+A claim is a ``[[report.paper]]`` entry of an experiment file that carries ``claim`` (the
+sentence) and ``paper_value`` (the paper's number as a fraction, signed like the report's
+comparisons: ``0.314`` for a 31.4% cut in RGR, ``0.45`` for a 45% shorter rebuild). Its
+raidlab number is read from that experiment's ``claims.json`` (written by every report):
+the comparison named by ``comparison`` (and ``group``, ``metric``, ``part``), taken as
+``stat`` = ``"best"`` (the best cell's mean and 95% interval, for "up to" claims) or
+``"median"`` (the median cell). Gains are signed so that positive means the new scheme is
+better, whatever the metric's direction, so the direction agrees when raidlab's sign is the
+paper's.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from raidlab import fit
+
+
+@dataclass
+class Score:
+    claim: str
+    experiment: str
+    comparison: str
+    paper: str  # the paper's number as it prints it, with its source
+    paper_value: float
+    raidlab: float | None  # None: not run yet (no claims.json) or no such comparison
+    raidlab_hw: float | None
+    seeds: int
+    stat: str
+
+    @property
+    def agrees(self) -> bool | None:
+        if self.raidlab is None:
+            return None
+        return (self.raidlab > 0) == (self.paper_value > 0)
+
+
+def claims_of(experiments: Path) -> list[tuple[str, dict[str, Any]]]:
+    """``(experiment stem, entry)`` of every ``[[report.paper]]`` entry with a ``claim``."""
+    out = []
+    for f in sorted(experiments.glob("*.toml")):
+        try:
+            spec = tomllib.loads(f.read_text(encoding="utf-8")).get("report", {})
+        except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+            continue
+        for e in spec.get("paper", []):
+            if "claim" in e and "paper_value" in e:
+                out.append((f.stem, {**e, "_default_metric": spec.get("value", (spec.get("values") or ["rgr"])[0])}))
+    return out
+
+
+def measured(out_dir: Path, stem: str) -> list[dict[str, Any]]:
+    """The verdicts a reproduction wrote for the experiment file ``stem`` (from any report
+    under ``out_dir`` that ran it), newest report first."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(out_dir.glob("*/claims.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            rows.extend(r for r in json.loads(path.read_text(encoding="utf-8")) if r.get("file") == f"{stem}.toml")
+        except (OSError, ValueError):
+            continue
+    return rows
+
+
+def score(stem: str, e: dict[str, Any], rows: list[dict[str, Any]]) -> Score:
+    metric = e.get("metric", e["_default_metric"])
+    part = e.get("part", "whole")
+    label = f"{e['group']}: {e['comparison']}" if "group" in e else None
+    stat = e.get("stat", "best")
+    hits = [
+        r
+        for r in rows
+        if r["metric"] == metric
+        and r["part"] == part
+        and (r["comparison"] == label if label else r["comparison"].endswith(f": {e['comparison']}"))
+    ]
+    # Without a group the claim is over every group: its best cell, or the first group's
+    # median.
+    hit = max(hits, key=lambda r: r["best"] if r["best"] is not None else -math.inf) if hits and stat == "best" else (hits[0] if hits else None)
+    value = hw = None
+    seeds = 0
+    if hit is not None:
+        value = hit["best"] if stat == "best" else hit["median"]
+        hw = hit["best_hw"] if stat == "best" else None
+        seeds = int(hit.get("seeds", 1))
+    return Score(
+        claim=str(e["claim"]),
+        experiment=stem,
+        comparison=label or str(e["comparison"]),
+        paper=f"{e.get('value', e['paper_value'])} ({e.get('source', 'paper')})",
+        paper_value=float(e["paper_value"]),
+        raidlab=value,
+        raidlab_hw=hw,
+        seeds=seeds,
+        stat=stat,
+    )
+
+
+def scoreboard(experiments: Path, out_dir: Path) -> list[Score]:
+    """Every claim with raidlab's number from the reports under ``out_dir``."""
+    cache: dict[str, list[dict[str, Any]]] = {}
+    scores = []
+    for stem, e in claims_of(experiments):
+        rows = cache.setdefault(stem, measured(out_dir, stem))
+        scores.append(score(stem, e, rows))
+    return scores
+
+
+def number(s: Score) -> str:
+    if s.raidlab is None:
+        return "not run"
+    text = f"{s.raidlab:+.1%}"
+    if s.raidlab_hw is not None:
+        text += f" ± {s.raidlab_hw:.1%}"
+    return f"{text} ({s.stat}, {s.seeds} seed{'s' if s.seeds != 1 else ''})"
+
+
+def verdict(s: Score) -> str:
+    return {None: "-", True: "yes", False: "NO"}[s.agrees]
+
+
+def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
+    """Print the scoreboard and write ``out_dir/scoreboard.html`` (links to each report)."""
+    fit.print_table(
+        console,
+        "claim",
+        [s.claim for s in scores],
+        [
+            fit.Column("paper", [f"{s.paper_value:+.1%}" for s in scores]),
+            fit.Column("raidlab", [number(s) for s in scores], numeric=False),
+            fit.Column("same direction", [verdict(s) for s in scores], numeric=False),
+        ],
+        title="scoreboard: each headline claim beside raidlab's number",
+    )
+    rows = "".join(
+        "<tr>"
+        f"<td style='text-align:left'>{html.escape(s.claim)}</td>"
+        f"<td style='text-align:left'>{html.escape(s.comparison)}</td>"
+        f"<td>{html.escape(s.paper)}</td>"
+        f"<td>{html.escape(number(s))}</td>"
+        f"<td>{verdict(s)}</td>"
+        f"<td><a href='{html.escape(link(out_dir, s.experiment))}'>report</a></td>"
+        "</tr>"
+        for s in scores
+    )
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>raidlab scoreboard</title><style>"
+        "body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 8px}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+        "</style></head><body><h1>raidlab: the papers' headline claims</h1>"
+        "<p>Gains are signed so that positive means the paper's scheme is better. raidlab's number is the "
+        "mean over seeds with its 95% confidence interval; <i>best</i> is the best cell of the experiment's "
+        "grid (for the papers' 'up to' claims), <i>median</i> the median cell. The causes of the remaining "
+        "gaps are in docs/reproductions.md.</p>"
+        "<table><tr><th>claim</th><th>comparison</th><th>paper</th><th>raidlab</th><th>same direction</th><th></th></tr>"
+        f"{rows}</table></body></html>"
+    )
+    path = out_dir / "scoreboard.html"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def link(out_dir: Path, stem: str) -> str:
+    """The report that holds ``stem``'s verdicts, relative to ``out_dir``."""
+    for path in sorted(out_dir.glob("*/claims.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            if any(r.get("file") == f"{stem}.toml" for r in json.loads(path.read_text(encoding="utf-8"))):
+                return f"{path.parent.name}/report.html"
+        except (OSError, ValueError):
+            continue
+    return f"{stem}/report.html"

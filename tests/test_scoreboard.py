@@ -1,0 +1,114 @@
+"""Seeds with confidence intervals in reports, and the scoreboard of the papers' claims."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from raidlab import scoreboard
+from raidlab.cli import main
+from raidlab.replicates import ci95, per_seed, t975, with_ci
+
+
+def test_ci95_worked_example() -> None:
+    mean, hw = ci95([1.0, 2.0, 3.0, 4.0, 5.0])
+    # sample sd = sqrt(2.5); t(0.975, 4) = 2.776
+    assert mean == 3.0
+    assert hw == pytest.approx(2.776 * math.sqrt(2.5) / math.sqrt(5))
+    assert math.isnan(ci95([7.0])[1]) and ci95([7.0])[0] == 7.0
+    assert math.isnan(ci95([])[0])
+    assert t975(4) == 2.776 and t975(25) == 2.086 and t975(1000) == 1.96
+    with pytest.raises(ValueError):
+        t975(0)
+
+
+def test_per_seed_pairs_runs_by_seed() -> None:
+    frame = pd.DataFrame(
+        {
+            "run.seed": [1, 1, 2, 2, 3, 3],
+            "disks": [5] * 6,
+            "policy": ["lru", "vdf", "lru", "vdf", "lru", "vdf"],
+            "rgr": [2.0, 1.0, 4.0, 3.0, 6.0, 3.0],
+        }
+    )
+
+    def gain(f: pd.DataFrame) -> pd.DataFrame:
+        t = f.pivot_table(index=["disks"], columns="policy", values="rgr", aggfunc="first")
+        return pd.DataFrame({"vdf vs lru": (t["lru"] - t["vdf"]) / t["lru"]})
+
+    mean, hw, n = per_seed(frame, "run.seed", gain)
+    # per seed: 1/2, 1/4, 1/2 -> mean 5/12; paired, not a ratio of means (which is 1 - 7/12)
+    assert n == 3
+    assert mean.loc[5, "vdf vs lru"] == pytest.approx(5 / 12)
+    sd = math.sqrt(((0.5 - 5 / 12) ** 2 * 2 + (0.25 - 5 / 12) ** 2) / 2)
+    assert hw.loc[5, "vdf vs lru"] == pytest.approx(4.303 * sd / math.sqrt(3))
+    shown = with_ci(mean, hw, lambda v: f"{v:+.1%}")
+    assert shown.loc[5, "vdf vs lru"] == f"+41.7% ± {4.303 * sd / math.sqrt(3):.1%}"
+    # no seed key: the table itself, no interval
+    one, one_hw, n1 = per_seed(frame[frame["run.seed"] == 1], None, gain)
+    assert n1 == 1 and one.loc[5, "vdf vs lru"] == 0.5 and math.isnan(one_hw.loc[5, "vdf vs lru"])
+
+
+EXPERIMENT = """
+[report]
+title = "tiny"
+rows = ["array.disks"]
+columns = "cache.policy"
+value = "rgr"
+compare = [["lru", "vdf-lru"]]
+paper = [
+  { comparison = "vdf-lru vs lru", value = "up to +31.4%", source = "a paper", claim = "VDF-LRU cuts RGR", paper_value = 0.314 },
+  { comparison = "lru vs vdf-lru", value = "-5%", source = "a paper", claim = "a claim with no comparison run", paper_value = -0.05 },
+]
+
+[workload]
+ops = "reads"
+synthetic = { kind = "zipf", keys = 20000, alpha = 0.9, requests = 40000 }
+
+[cache]
+policy = "lru"
+capacity_blocks = 1000
+
+[array]
+level = "raid5"
+disks = 5
+failed = [0]
+
+[run]
+mode = "count"
+
+[sweep]
+"array.disks" = [4, 5]
+"cache.policy" = ["lru", "vdf-lru"]
+"run.seed" = [1, 2, 3, 4, 5]
+"""
+
+
+def test_reproduce_with_seeds_and_the_scoreboard(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "tiny.toml").write_text(EXPERIMENT)
+    out = tmp_path / "out"
+    assert main(["reproduce", "all", "--experiments", str(exp), "--out", str(out), "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "mean ± 95% CI over 5 seeds" in text
+    page = (out / "tiny" / "report.html").read_text()
+    assert "±" in page
+    claims = json.loads((out / "tiny" / "claims.json").read_text())
+    [row] = [c for c in claims if c["comparison"] == "4: vdf-lru vs lru"]
+    assert row["seeds"] == 5 and row["cells"] == 1 and row["best_hw"] > 0
+    scores = scoreboard.scoreboard(exp, out)
+    assert [s.claim for s in scores] == ["VDF-LRU cuts RGR", "a claim with no comparison run"]
+    best = max(c["best"] for c in claims if c["comparison"].endswith("vdf-lru vs lru"))
+    assert scores[0].raidlab == best and scores[0].agrees is True and scores[0].seeds == 5
+    assert scores[1].raidlab is None and scores[1].agrees is None
+    board = (out / "scoreboard.html").read_text()
+    assert "VDF-LRU cuts RGR" in board and "tiny/report.html" in board and "not run" in board
+    # the scoreboard alone, from the reports already written
+    assert main(["reproduce", "scoreboard", "--experiments", str(exp), "--out", str(out)]) == 0
+    assert "same direction" in " ".join(capsys.readouterr().out.split())
