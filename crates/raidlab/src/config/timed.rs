@@ -75,6 +75,10 @@ pub struct TimedSpec {
     /// what the array serves (a ramp level is then marked saturated and the ramp stops; an
     /// open-loop run fails with an error naming `run.outstanding_max`).
     pub outstanding_max: u32,
+    /// Open and closed loops: requests arriving before this time warm the caches and are
+    /// counted in no metric but the time series and the rebuild's latencies (`warmup_s`; 0:
+    /// none). The ramp warms each level instead.
+    pub measure_from_ns: u64,
     pub controller: ControllerSpec,
     pub disk: DiskSpec,
     pub queue: QueueSpec,
@@ -94,7 +98,7 @@ const TIMED_RUN_KEYS: &[(&str, Option<&str>)] = &[
     ("think_ms", Some("closed")),
     ("levels_iops", Some("ramp")),
     ("level_s", Some("ramp")),
-    ("warmup_s", Some("ramp")),
+    ("warmup_s", None),
 ];
 
 /// `[run]` keys of timed mode: the driver and the run's timing.
@@ -104,6 +108,7 @@ pub(super) struct RunTimed {
     pub interval_ns: u64,
     pub duration_ns: Option<u64>,
     pub outstanding_max: u32,
+    pub measure_from_ns: u64,
 }
 
 /// `[run]` keys of every mode (the warm-up and the pre-pass only apply to counting mode).
@@ -131,7 +136,7 @@ pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(RunCommon, Option<RunTi
         if timed && t.has(key) {
             return Err(Error::config(
                 t.key(key),
-                "only applies to run.mode = \"count\" (timed mode measures after its own warm-up: warmup_s of the ramp driver)",
+                "only applies to run.mode = \"count\" (timed mode measures after its own warm-up: run.warmup_s)",
             ));
         }
     }
@@ -210,6 +215,10 @@ pub(super) fn run_table(t: Option<Table<'_>>) -> Result<(RunCommon, Option<RunTi
         interval_ns: ms_to_ns(interval_s.unwrap_or(1.0) * 1e3).max(1),
         duration_ns: duration_s.map(|s| ms_to_ns(s * 1e3).max(1)),
         outstanding_max: outstanding_max.map_or(1 << 20, |n| n as u32),
+        measure_from_ns: match driver_name {
+            "ramp" => 0,
+            _ => ms_to_ns(warmup_s.unwrap_or(0.0) * 1e3),
+        },
     };
     Ok((common, timed.then_some(run)))
 }
@@ -251,15 +260,31 @@ pub(super) fn timed_spec(
         ));
     }
     let (disk, queue) = super::disk::disk_spec(disk, base_dir)?;
+    let events = events_list(events, array)?;
+    // The rebuild window's counters are differences of the run's counters, which the end of
+    // the warm-up resets: a rebuild must start after it.
+    if let Some(e) = events
+        .iter()
+        .find(|e| matches!(e.action, Action::Rebuild { .. }) && e.at_ns < run.measure_from_ns)
+    {
+        return Err(Error::config(
+            "run.warmup_s",
+            format!(
+                "the warm-up ends after the rebuild event at {} s; start the rebuild after it",
+                e.at_ns as f64 / 1e9
+            ),
+        ));
+    }
     Ok(Some(TimedSpec {
         driver: run.driver,
         interval_ns: run.interval_ns,
         duration_ns: run.duration_ns,
         outstanding_max: run.outstanding_max,
+        measure_from_ns: run.measure_from_ns,
         controller: controller_table(controller)?,
         disk,
         queue,
-        events: events_list(events, array)?,
+        events,
     }))
 }
 

@@ -272,7 +272,7 @@ impl CountMetrics {
     /// The counters of a run whose measurement starts now (after a warm-up): every count
     /// zero, the run's shape (capacity, disks, footprint) and the pre-pass's floor (counted
     /// after the warm-up) kept.
-    fn measured_from_here(&self) -> CountMetrics {
+    pub(crate) fn measured_from_here(&self) -> CountMetrics {
         CountMetrics {
             disk_reads: vec![0; self.disk_reads.len()],
             disk_writes: vec![0; self.disk_writes.len()],

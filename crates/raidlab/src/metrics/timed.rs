@@ -90,6 +90,9 @@ pub struct TimedMetrics {
     pub count: CountMetrics,
     /// Simulated time from the first arrival to the last completion.
     pub sim_ns: u64,
+    /// When measurement began (the end of `run.warmup_s`; 0 without one): `completed`,
+    /// latencies and cache counters cover requests that arrived from then on.
+    pub measure_from_ns: u64,
     pub completed: u64,
     pub latency: Latency,
     pub read_latency: Latency,
@@ -112,10 +115,11 @@ pub struct TimedMetrics {
 impl TimedMetrics {
     /// Completed requests per simulated second.
     pub fn iops(&self) -> f64 {
-        if self.sim_ns == 0 {
+        let span = self.sim_ns.saturating_sub(self.measure_from_ns);
+        if span == 0 {
             0.0
         } else {
-            self.completed as f64 / (self.sim_ns as f64 / 1e9)
+            self.completed as f64 / (span as f64 / 1e9)
         }
     }
 
@@ -128,6 +132,10 @@ impl TimedMetrics {
             .expect("CountMetrics::to_json is an object");
         m.insert("mode".into(), json!("timed"));
         m.insert("sim_s".into(), json!(self.sim_ns as f64 / 1e9));
+        m.insert(
+            "measure_from_s".into(),
+            json!(self.measure_from_ns as f64 / 1e9),
+        );
         m.insert("completed".into(), json!(self.completed));
         m.insert("iops".into(), json!(self.iops()));
         self.latency.put("latency", m);

@@ -430,6 +430,11 @@ impl<'e> Sim<'e> {
     }
 
     fn finish_run(mut self, started: Instant) -> TimedMetrics {
+        if self.spec.measure_from_ns > 0 && self.m.measure_from_ns == 0 {
+            // The stream ended inside the warm-up: nothing was measured.
+            self.m.count = self.m.count.measured_from_here();
+            self.m.measure_from_ns = self.spec.measure_from_ns;
+        }
         // Disks and series close at the last event, which a rebuild or a write cache's final
         // destages may put after the last user completion (`sim_ns`).
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));

@@ -136,3 +136,17 @@ fn piggybacked_units_are_not_rebuilt_twice() {
     assert_eq!(r.reads, 2 * (r.units - r.piggybacked));
     assert!(m.disks[3].ops >= r.writes + r.piggybacked);
 }
+
+/// The rebuild window's counters are differences of counters the warm-up's end resets: a
+/// rebuild before the end of the warm-up is a config error naming `run.warmup_s`.
+#[test]
+fn a_rebuild_during_the_warmup_is_refused() {
+    let text = config(8, "").replace("outstanding = 1\n", "outstanding = 1\nwarmup_s = 2\n");
+    let err = crate::config::from_toml(&text, "t.toml", None).unwrap_err();
+    assert!(
+        matches!(&err, crate::Error::Config { key, .. } if key == "run.warmup_s"),
+        "{err}"
+    );
+    let ok = config(8, "").replace("outstanding = 1\n", "outstanding = 1\nwarmup_s = 0.5\n");
+    assert_eq!(rebuild_s(&run_text(&ok)), 0.009);
+}

@@ -61,6 +61,29 @@ fn closed_loop_on_one_constant_disk() {
     }
 }
 
+/// `warmup_s` in a closed loop: the example above with n = 4 and 0.5 s of warm-up. Request k
+/// (k >= 4) is issued when request k - 4 completes, at (k - 3) ms, so requests 503..1999
+/// arrive from 0.5 s on: 1,497 measured, each 4 ms, over the last 1.5 s.
+#[test]
+fn closed_loop_warmup_is_not_measured() {
+    let text = format!(
+        "{w}[run]\nmode = \"timed\"\ndriver = \"closed\"\noutstanding = 4\nwarmup_s = 0.5\n\
+         [controller]\nmiss_us = 0\n[disk]\nmodel = \"constant\"\nservice_ms = 1\n",
+        w = all_misses(2000),
+    );
+    let m = timed(&text);
+    assert_eq!(
+        (m.completed, m.count.requests, m.count.misses),
+        (1497, 1497, 1497)
+    );
+    assert_eq!((m.measure_from_ns, m.sim_ns), (500_000_000, 2_000_000_000));
+    assert_eq!(m.iops(), 1497.0 / 1.5);
+    assert_eq!(m.latency.mean_ns(), 4e6);
+    // A warm-up past the end measures nothing.
+    let m = timed(&text.replace("warmup_s = 0.5", "warmup_s = 5"));
+    assert_eq!((m.completed, m.count.requests, m.iops()), (0, 0, 0.0));
+}
+
 /// Think time: one thread, 1 ms service + 4 ms think = one request per 5 ms.
 #[test]
 fn closed_loop_think_time() {

@@ -48,6 +48,14 @@ impl<'e> Sim<'e> {
             ));
         }
         self.wb_idle(now, false)?;
+        if self.m.measure_from_ns == 0
+            && self.spec.measure_from_ns > 0
+            && now >= self.spec.measure_from_ns
+        {
+            // The warm-up is over: the cache counters start again from here.
+            self.m.count = self.m.count.measured_from_here();
+            self.m.measure_from_ns = now;
+        }
         let m = &mut self.m.count;
         m.requests += 1;
         let is_read = req.op == Op::Read;
@@ -220,14 +228,16 @@ impl<'e> Sim<'e> {
         let s = &self.slots[slot as usize];
         let latency = now - s.arrival_ns;
         self.rebuild.user_done(s.arrival_ns, latency);
-        self.m.latency.record(latency);
-        if s.is_read {
-            self.m.read_latency.record(latency);
-        } else {
-            self.m.write_latency.record(latency);
+        if s.arrival_ns >= self.spec.measure_from_ns {
+            self.m.latency.record(latency);
+            if s.is_read {
+                self.m.read_latency.record(latency);
+            } else {
+                self.m.write_latency.record(latency);
+            }
+            self.m.completed += 1;
         }
         self.sampler.completed(now, latency, s.level);
-        self.m.completed += 1;
         self.m.sim_ns = self.m.sim_ns.max(now);
         self.outstanding -= 1;
         self.free_slots.push(slot);
