@@ -294,7 +294,9 @@ impl Sim<'_> {
     }
 
     fn rebuild_start(&mut self, now: u64, disk: u32, spare: Option<u32>) -> Result<()> {
-        // The window's counters start here; `unit_rebuilt` turns them into differences.
+        // The window's counters start here; `unit_rebuilt` turns them into differences. The
+        // config puts every rebuild at or after the warm-up, whose end resets them first.
+        self.end_warmup(now);
         let window = window_counts(&self.m.count, &mut self.devices, now);
         let r = &mut self.rebuild;
         let spec = r

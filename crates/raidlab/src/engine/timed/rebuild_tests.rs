@@ -149,4 +149,11 @@ fn a_rebuild_during_the_warmup_is_refused() {
     );
     let ok = config(8, "").replace("outstanding = 1\n", "outstanding = 1\nwarmup_s = 0.5\n");
     assert_eq!(rebuild_s(&run_text(&ok)), 0.009);
+    // A rebuild at the very end of the warm-up: the counters restart first, so its window
+    // (no user request in it) counts nothing rather than a difference across the reset.
+    let at = config(8, "").replace("outstanding = 1\n", "outstanding = 1\nwarmup_s = 1\n");
+    let m = run_text(&at);
+    let w = &m.rebuild.as_ref().unwrap().records[0].window;
+    assert_eq!((w.lookups, w.hits, w.miss_disk_blocks), (0, 0, 0));
+    assert_eq!(m.measure_from_ns, 1_000_000_000);
 }

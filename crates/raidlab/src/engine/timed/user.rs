@@ -48,14 +48,7 @@ impl<'e> Sim<'e> {
             ));
         }
         self.wb_idle(now, false)?;
-        if self.m.measure_from_ns == 0
-            && self.spec.measure_from_ns > 0
-            && now >= self.spec.measure_from_ns
-        {
-            // The warm-up is over: the cache counters start again from here.
-            self.m.count = self.m.count.measured_from_here();
-            self.m.measure_from_ns = now;
-        }
+        self.end_warmup(now);
         let m = &mut self.m.count;
         m.requests += 1;
         let is_read = req.op == Op::Read;
@@ -211,6 +204,19 @@ impl<'e> Sim<'e> {
         writes.clear();
         self.slots[slot as usize].writes = writes;
         r
+    }
+
+    /// At the first user request or rebuild start at or after `run.warmup_s`: the cache
+    /// counters start again from here (a rebuild's window, which starts no earlier, then
+    /// measures from the same zero).
+    pub(super) fn end_warmup(&mut self, now: u64) {
+        if self.m.measure_from_ns == 0
+            && self.spec.measure_from_ns > 0
+            && now >= self.spec.measure_from_ns
+        {
+            self.m.count = self.m.count.measured_from_here();
+            self.m.measure_from_ns = now;
+        }
     }
 
     /// Complete request `slot` `delay` after `now`.
