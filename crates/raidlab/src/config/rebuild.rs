@@ -75,6 +75,8 @@ pub(super) fn rebuild_spec(
         spec.slice_units = p
             .uint("slice_units", 1, 1 << 30)?
             .unwrap_or(u64::from(spec.slice_units)) as u32;
+        spec.fallback_sequential =
+            p.choice_or("fallback", &["sequential", "zones"], "sequential")? == "sequential";
         p.finish()?;
     }
     let executor_name = t.choice("executor", ExecutorSpec::NAMES)?.unwrap_or("dor");
@@ -270,7 +272,7 @@ mod tests {
             "{R5}[rebuild]\nspares = 2\norder = \"pro\"\nexecutor = \"sor\"\nstripes = 4\n\
              rate = \"md\"\nmin_kib_s = 10\nmax_kib_s = 20\nredirect = false\npiggyback = true\n\
              extent_gib = 1\nmttf_hours = 5e5\n[rebuild.pro]\nzone_units = 16\nzones_max = 4\n\
-             slice_units = 8\n{FAIL_REBUILD}"
+             slice_units = 8\nfallback = \"zones\"\n{FAIL_REBUILD}"
         ))
         .unwrap()[0];
         let r = e.rebuild.as_ref().unwrap();
@@ -279,7 +281,8 @@ mod tests {
             OrderSpec::Pro(ProSpec {
                 zone_units: 16,
                 zones_max: 4,
-                slice_units: 8
+                slice_units: 8,
+                fallback_sequential: false,
             })
         );
         assert_eq!(r.executor, ExecutorSpec::Sor { stripes: 4 });

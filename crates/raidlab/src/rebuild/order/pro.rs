@@ -35,6 +35,11 @@ pub struct ProSpec {
     pub zones_max: u32,
     /// Time slice, in consecutive units: 64.
     pub slice_units: u32,
+    /// The paper's rule when no zone was read during the last slice: rebuild in sequential
+    /// order (`true`). The ablation (`false`) keeps rebuilding zones instead: the running
+    /// zone if it has units left, else the lowest zone that has; sequential order only when
+    /// no zone has work.
+    pub fallback_sequential: bool,
 }
 
 impl Default for ProSpec {
@@ -43,6 +48,7 @@ impl Default for ProSpec {
             zone_units: 1024,
             zones_max: 128,
             slice_units: 64,
+            fallback_sequential: true,
         }
     }
 }
@@ -164,10 +170,21 @@ impl Pro {
                 best = Some(z);
             }
         }
+        let previous = match self.running {
+            Running::Zone(start) if self.zones.iter().any(|z| z.start == start) => Some(start),
+            _ => None,
+        };
         self.running = match best {
             Some(z) => {
                 self.stats.hot_decisions += 1;
                 Running::Zone(z.start)
+            }
+            // Spent zones were reclaimed above, so every zone left has work.
+            None if !self.spec.fallback_sequential => {
+                match previous.or_else(|| self.zones.first().map(|z| z.start)) {
+                    Some(start) => Running::Zone(start),
+                    None => Running::Sequential,
+                }
             }
             None => Running::Sequential,
         };
@@ -232,8 +249,30 @@ mod tests {
                 zone_units: zone,
                 zones_max: zones,
                 slice_units: slice,
+                fallback_sequential: true,
             },
         )
+    }
+
+    /// The ablation: with no zone read in the last slice, the running zone goes on (and
+    /// then the lowest zone with work) instead of sequential order.
+    #[test]
+    fn without_the_sequential_fallback_zones_go_on() {
+        let mut p = pro(100, 8, 128, 4);
+        p.spec.fallback_sequential = false;
+        // No zone at all yet: sequential order even so.
+        assert_eq!(take(&mut p, 4), vec![0, 1, 2, 3]);
+        p.user_read(50); // [50, 58)
+        p.user_read(20); // [20, 28)
+        p.user_read(21); // [20, 28) is hottest
+        assert_eq!(take(&mut p, 4), vec![20, 21, 22, 23]);
+        // Nothing read since: the paper would go sequential (4, 5, 6, 7); the running zone
+        // goes on instead, then, once it is spent, the lowest zone with work.
+        assert_eq!(take(&mut p, 4), vec![24, 25, 26, 27]);
+        assert_eq!(take(&mut p, 4), vec![50, 51, 52, 53]);
+        assert_eq!(take(&mut p, 4), vec![54, 55, 56, 57]);
+        assert_eq!(take(&mut p, 2), vec![4, 5]);
+        assert!(spans(&p).is_empty());
     }
 
     fn spans(p: &Pro) -> Vec<(u64, u64, u64)> {
