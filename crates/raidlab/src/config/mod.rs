@@ -39,8 +39,8 @@ use crate::workload::WorkloadSpec;
 pub use reliability::{reliability_from_toml, reliability_from_value};
 use tables::{array_spec, cache_spec, workload_spec};
 pub use timed::{Action, Arrivals, ControllerSpec, Driver, Event, TimedSpec};
-pub use tree::merge;
 use tree::{describe, Table};
+pub use tree::{merge, parse_size};
 
 /// How the cache counts its contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
