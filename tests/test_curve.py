@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,20 +16,13 @@ from raidlab.cli import main
 RAID5_DEGRADED = {"level": "raid5", "disks": 5, "stripe_unit": 16384, "failed": [2]}
 
 
-def bench_trace(path: Path, requests: int, keys: int, alpha: float = 0.9, seed: int = 7) -> Path:
-    """The bench trace's shape (benches/bench_count.py), smaller: Zipf(alpha) over ``keys``
-    4 KiB objects, ranks shuffled, as oracleGeneral records."""
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, keys + 1, dtype=np.float64) ** alpha
-    cdf = np.cumsum(weights)
-    cdf /= cdf[-1]
-    ids = rng.permutation(keys).astype(np.uint64)[np.searchsorted(cdf, rng.random(requests))]
-    rec = np.zeros(requests, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    rec["t"] = np.arange(requests, dtype=np.uint32) // 1000
-    rec["id"] = ids
-    rec["size"] = 4096
-    rec["next"] = -1
-    rec.tofile(path)
+def bench_trace(path: Path, requests: int, keys: int) -> Path:
+    """The bench trace of benches/bench_count.py (Zipf(0.9), 4 KiB objects, oracleGeneral),
+    made by the benchmark's own writer, with fewer requests and keys."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benches"))
+    from bench_count import write_trace
+
+    write_trace(path, requests, keys, 0.9, seed=7)
     return path
 
 

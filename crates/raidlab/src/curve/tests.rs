@@ -1,10 +1,9 @@
 //! Curves against per-size counting runs: exact methods equal them, sampled ones stay within
 //! their error bounds.
 
-use std::path::PathBuf;
-
 use super::*;
 use crate::config;
+use crate::workload::real_traces_tests::traces;
 
 fn exp(text: &str) -> Experiment {
     let mut v = config::from_toml(text, "t.toml", None).unwrap_or_else(|e| panic!("{e}"));
@@ -124,25 +123,22 @@ fn simultaneous_simulations_equal_counting_runs() {
 /// Mean absolute error of `est`'s miss ratios and RGRs against `exact`'s, the RGR error
 /// relative to the exact RGR's range over the sizes.
 fn errors(est: &Curve, exact: &Curve) -> (f64, f64) {
-    let n = exact.points.len() as f64;
-    let mr: f64 = est
-        .points
-        .iter()
-        .zip(&exact.points)
-        .map(|(a, b)| (a.miss_ratio - b.miss_ratio).abs())
-        .sum::<f64>()
-        / n;
+    let mean_abs = |f: fn(&Point) -> f64| {
+        let sum: f64 = est
+            .points
+            .iter()
+            .zip(&exact.points)
+            .map(|(a, b)| (f(a) - f(b)).abs())
+            .sum();
+        sum / exact.points.len() as f64
+    };
     let (lo, hi) = exact.points.iter().fold((f64::MAX, f64::MIN), |(l, h), p| {
         (l.min(p.rgr), h.max(p.rgr))
     });
-    let rgr: f64 = est
-        .points
-        .iter()
-        .zip(&exact.points)
-        .map(|(a, b)| (a.rgr - b.rgr).abs())
-        .sum::<f64>()
-        / n;
-    (mr, rgr / (hi - lo).max(f64::MIN_POSITIVE))
+    (
+        mean_abs(|p| p.miss_ratio),
+        mean_abs(|p| p.rgr) / (hi - lo).max(f64::MIN_POSITIVE),
+    )
 }
 
 /// SHARDS at R = 0.01 on a small case: Zipf(0.5) over 2 M blocks (~15,000 touched blocks
@@ -233,22 +229,6 @@ fn default_grid_spans_the_footprint() {
     assert_eq!(g.len(), 17);
     assert_eq!((g[0], *g.last().unwrap()), (256, 1 << 16));
     assert_eq!(default_sizes(3), vec![1, 2, 3]);
-}
-
-fn traces() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces"
-    ));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "note: {} absent; real-trace curve tests skipped",
-            dir.display()
-        );
-        None
-    }
 }
 
 #[test]
