@@ -35,6 +35,7 @@ test-python: $(STAMP)
 bench: $(STAMP)
 	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
 	$(VPY) benches/bench_count.py
+	$(VPY) benches/bench_curve.py
 	$(VPY) benches/bench_timed.py
 	$(VPY) benches/bench_xray.py
 	$(VPY) benches/bench_rebuild.py

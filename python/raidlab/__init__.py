@@ -14,6 +14,7 @@ from raidlab._core import (
     __version__,
 )
 from raidlab.api import Result, Run, load, run
+from raidlab.curve import curve
 from raidlab.reliability import Reliability, reliability
 from raidlab.reliability import side_by_side as reliability_side_by_side
 from raidlab.reliability import store_throughput as reliability_throughput
@@ -30,6 +31,7 @@ __all__ = [
     "StoreError",
     "TraceError",
     "__version__",
+    "curve",
     "load",
     "reliability",
     "reliability_side_by_side",

@@ -54,6 +54,15 @@ def trace_stats(
 ) -> str: ...
 def parse_size(text: str) -> float: ...
 def reliability(text: str, file: str | None = None, overrides: str | None = None) -> str: ...
+def curve(
+    text: str,
+    file: str | None = None,
+    base_dir: str | None = None,
+    overrides: str | None = None,
+    sizes: list[str] | None = None,
+    sample_rate: float | None = None,
+    sample_size: int | None = None,
+) -> str: ...
 
 def array_create(
     dir: str,

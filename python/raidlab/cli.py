@@ -2,6 +2,7 @@
 
     raidlab run EXPERIMENT.toml [--set KEY=VALUE ...] [--columns A,B] [--json] [--workers N]
     raidlab run --trace FILE [--format NAME] --policy NAME --size 1GiB [--unit object]
+    raidlab curve EXPERIMENT.toml [--sizes 64MiB,1GiB] [--sample-rate R | --sample-size N] [--json] [--plot FILE]
     raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--limit N] [--device D] [--json]
     raidlab sweep EXPERIMENT.toml [--set KEY=VALUE ...] [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
     raidlab results DIR [--sql "SELECT ..."] [--columns A,B | --columns all] [--csv]
@@ -35,6 +36,7 @@ from rich.text import Text
 from raidlab import _core, api, fit
 from raidlab.progress import run_with_progress
 from raidlab.array_cli import add_commands as add_store_commands
+from raidlab.curve import add_command as add_curve_command
 from raidlab.reliability import add_command as add_reliability_command
 
 EXIT_RUNS_FAILED = 1
@@ -622,6 +624,7 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786) instead of local processes")
         c.set_defaults(func=func)
     add_reliability_command(sub, EXIT_BAD_INPUT)
+    add_curve_command(sub, parse_set)
     add_store_commands(sub, positive_int)
     return p
 

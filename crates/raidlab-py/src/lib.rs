@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use raidlab::engine::{self, BatchProgress};
 use raidlab::Error;
 
+mod curve;
 mod store;
 
 create_exception!(
@@ -253,6 +254,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(reliability, m)?)?;
+    m.add_function(wrap_pyfunction!(curve::curve, m)?)?;
     m.add_function(wrap_pyfunction!(store::array_create, m)?)?;
     m.add_function(wrap_pyfunction!(store::array_examine, m)?)?;
     m.add_function(wrap_pyfunction!(store::serve, m)?)?;

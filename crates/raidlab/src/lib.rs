@@ -11,6 +11,7 @@
 pub mod array;
 pub mod cache;
 pub mod config;
+pub mod curve;
 pub mod disk;
 pub mod engine;
 pub mod error;

@@ -31,7 +31,7 @@ pub mod tencent;
 #[cfg(test)]
 mod malformed_tests;
 #[cfg(test)]
-mod real_traces_tests;
+pub(crate) mod real_traces_tests;
 #[cfg(test)]
 mod sniff_tests;
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::*;
 
-fn traces() -> Option<PathBuf> {
+pub(crate) fn traces() -> Option<PathBuf> {
     let dir = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../../shared/traces"
