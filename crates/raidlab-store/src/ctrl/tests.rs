@@ -305,6 +305,7 @@ fn pro_rebuilds_the_rows_users_read_first() {
             zone_units: 4,
             zones_max: 8,
             slice_units: 2,
+            ..ProSpec::default()
         }),
         ..Options::default()
     };

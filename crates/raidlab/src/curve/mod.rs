@@ -229,7 +229,12 @@ pub fn run(
     let mut sizes = match &spec.sizes {
         Some(s) => s.clone(),
         None => {
-            let pre = count::prepass(&exp.workload, exp.array.as_ref(), exp.cache.writes)?;
+            let pre = count::prepass(
+                &exp.workload,
+                exp.array.as_ref(),
+                exp.cache.writes,
+                exp.run.warmup_requests,
+            )?;
             default_sizes(pre.footprint_blocks)
         }
     };
