@@ -25,18 +25,23 @@ def by_order(trees: list[dict], result: raidlab.Result) -> dict[str, raidlab.Run
 
 
 def test_fig7_stow_occupancy_is_steady_and_never_full() -> None:
-    """Full backend at 1200 IOPS, 400 s instead of 900 (statistics after 150 s)."""
+    """Full backend at 1200 IOPS (24 BSUs), 400 s instead of 900 (statistics after 150 s)."""
     plan = plan_file(REPO / "experiments" / "stow-occupancy.toml", skip_traces=True)
-    trees = [t for t in plan.trees if t["workload"]["synthetic"]["backend"] == "full"]
+    trees = [t for t in plan.trees if t["workload"]["synthetic"]["backend"] == "full" and t["run"]["seed"] == 1]
     assert len(trees) == 4
     for t in trees:
         t["workload"]["synthetic"]["requests"] = 1200 * 400
     runs = by_order(trees, raidlab.run({"runs": trees}))
     stats = {o: wcache.occupancy_stats(r.series, 150.0, r.metrics["sim_s"]) for o, r in runs.items()}
     stow, wow, cscan = stats["stow"], stats["wow"], stats["cscan"]
-    assert stow["occ_std"] <= 0.5 * wow["occ_std"], stats
-    assert stow["occ_std"] <= 0.5 * cscan["occ_std"], stats
-    assert stow["full_frac"] <= wow["full_frac"] and stow["full_frac"] <= cscan["full_frac"], stats
+    # With one BSU per 50 IOPS this load is past WOW's and CSCAN's knees: they sit at full
+    # (as the paper's CSCAN and LRW did); a pinned occupancy has no swing, so an order is
+    # either full most of the time or swings at least twice as much as STOW.
+    assert wow["full_frac"] >= 0.5 and cscan["full_frac"] >= 0.5, stats
+    for s in stats.values():
+        assert s["full_frac"] >= 0.5 or s is stow or s["occ_std"] >= 2 * stow["occ_std"], stats
+    assert stow["full_frac"] == 0.0, stats
+    assert stow["full_frac"] <= min(s["full_frac"] for s in stats.values()), stats
     # Every order works near the low threshold (80%) or above, never beyond the capacity.
     for s in stats.values():
         assert 0.79 <= s["occ_mean"] <= 1.0
@@ -172,6 +177,7 @@ def test_reproduce_derives_columns_and_plots_from_the_store(tmp_path: Path) -> N
     for big in ("requests = 1080000", "requests = 1800000"):
         text = text.replace(big, "requests = 4000")
     text = text.replace("occupancy_skip_s = 300", "occupancy_skip_s = 0.5")
+    text = text.replace('"run.seed" = [1, 2, 3, 4, 5]', '"run.seed" = [1, 2]')
     (exp / "tiny.toml").write_text(text)
     report = reproduce("tiny", experiments_dir=exp, out_dir=tmp_path / "out", threads=1, console=Console(quiet=True))
     out = report.parent
@@ -179,6 +185,6 @@ def test_reproduce_derives_columns_and_plots_from_the_store(tmp_path: Path) -> N
     import pandas as pd
 
     frame = pd.read_csv(out / "tiny.csv")
-    assert len(frame) == 8
+    assert len(frame) == 16  # 2 backends x 4 orders x 2 seeds
     assert frame["occ_mean"].between(0.0, 1.0).all()
     assert (frame["full_frac"] >= 0.0).all()
