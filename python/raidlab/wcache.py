@@ -95,9 +95,11 @@ def iops_at(ramp: list[dict[str, Any]], ms: float, series: dict[str, list[Any]] 
     return best
 
 
-def run_iops_at(run: Any, ms: float) -> float:
-    """:func:`iops_at` for a run, with its series and level windows."""
-    return iops_at(run.ramp, ms, run.series, level_windows(run.config, len(run.ramp)))
+def run_iops_at(run: Any, ms: float, config: dict[str, Any] | None = None) -> float:
+    """:func:`iops_at` for a run, with its series and level windows (from ``config``, else the
+    run's own; a run read back from a store has none, so pass its ``run.*`` values)."""
+    config = config if config is not None else getattr(run, "config", {})
+    return iops_at(run.ramp, ms, run.series, level_windows(config, len(run.ramp)))
 
 
 def closed_curve(runs: list[Any]) -> list[dict[str, float]]:
@@ -160,7 +162,10 @@ def augment(frame: Any, result: Any, spec: dict[str, Any]) -> Any:
     runs = result.runs
     if "ramp_at_ms" in spec:
         ms = float(spec["ramp_at_ms"])
-        frame[f"iops_at_{ms:g}ms"] = [run_iops_at(r, ms) for r in runs]
+        # The frame carries each run's flattened config (stored runs have no `config`).
+        keys = [k for k in ("warmup_s", "level_s") if f"run.{k}" in frame]
+        configs = [{"run": {k: frame[f"run.{k}"].iloc[i] for k in keys}} if keys else None for i in range(len(runs))]
+        frame[f"iops_at_{ms:g}ms"] = [run_iops_at(r, ms, c) for r, c in zip(runs, configs)]
     if "ramp_ms_at" in spec:
         key = spec["ramp_ms_at"]
         frame["ms_at_load"] = [ms_at_load(r.ramp, float(t)) for r, t in zip(runs, frame[key])]
