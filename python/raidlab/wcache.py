@@ -24,23 +24,112 @@ from typing import Any
 from raidlab.plotting import img, pyplot, save
 
 
-def iops_at(ramp: list[dict[str, Any]], ms: float) -> float:
+# A level kept up when it served at least this fraction of its target...
+KEPT_UP_IOPS = 0.9
+# ...and its user requests in flight at the end of its measured window were at most this many
+# times the steady population Little's law gives (achieved IOPS x mean response) plus
+# `KEPT_UP_SLACK`, or no more than at the window's start (a queue still growing fails both).
+KEPT_UP_LITTLE = 2.0
+KEPT_UP_SLACK = 10
+
+
+def level_windows(config: dict[str, Any], levels: int) -> list[tuple[float, float]]:
+    """(start, end) in seconds of each ramp level's measured window, from ``run.warmup_s`` and
+    ``run.level_s`` (the ramp driver lays the levels back to back)."""
+    run = config.get("run", {})
+    warm, level = float(run.get("warmup_s", 0.0)), float(run.get("level_s", 0.0))
+    return [(i * (warm + level) + warm, (i + 1) * (warm + level)) for i in range(levels)]
+
+
+def _in_flight_at(series: dict[str, list[Any]], t: float) -> float | None:
+    """Requests in flight at the last series row ending by ``t`` (None before the first)."""
+    best = None
+    for ts, n in zip(series.get("t_s", []), series.get("outstanding", [])):
+        if ts > t + 1e-9:
+            break
+        best = n
+    return best
+
+
+def kept_up(p: dict[str, Any], series: dict[str, list[Any]] | None = None, window: tuple[float, float] | None = None) -> bool:
+    """Whether a ramp level kept up with its load: not saturated, achieved IOPS at least 90% of
+    the target, and (given the run's series and the level's measured window) its queue not
+    still growing at the end of the window."""
+    if p["saturated"] or p["iops"] < KEPT_UP_IOPS * p["target_iops"]:
+        return False
+    if series is None or window is None:
+        return True
+    start, end = _in_flight_at(series, window[0]), _in_flight_at(series, window[1])
+    if start is None or end is None:
+        return True
+    steady = p["iops"] * p["mean_ms"] / 1000.0
+    return end <= KEPT_UP_LITTLE * steady + KEPT_UP_SLACK or end <= start
+
+
+def iops_at(ramp: list[dict[str, Any]], ms: float, series: dict[str, list[Any]] | None = None, windows: list[tuple[float, float]] | None = None) -> float:
     """Throughput at a mean response time of ``ms`` on a ramp's curve.
 
-    The curve is walked in level order: the last measured throughput whose mean response is at
-    most ``ms``, linearly interpolated towards the next level when that level still served
-    what was offered (a saturated level has no meaningful response time, so the answer then
-    stays at the last good level). NaN when even the first level is slower than ``ms``.
+    The curve is walked in level order, over levels that kept up (:func:`kept_up`; with the
+    run's ``series`` and the levels' measured ``windows`` a still-growing queue also counts as
+    not keeping up): the last measured throughput whose mean response is at most ``ms``,
+    linearly interpolated towards the next level when that level kept up too. A level that
+    did not keep up has no meaningful response time, so it is never an end of the
+    interpolation and the answer stays at the last good level. NaN when even the first level
+    is slower than ``ms`` or did not keep up.
     """
+
+    def good(i: int) -> bool:
+        return kept_up(ramp[i], series, windows[i] if windows and i < len(windows) else None)
+
     best = math.nan
     for i, p in enumerate(ramp):
-        if p["mean_ms"] <= ms and not p["saturated"]:
+        ok = good(i)
+        if ok and p["mean_ms"] <= ms:
             best = p["iops"]
             continue
-        if i > 0 and not p["saturated"] and ramp[i - 1]["mean_ms"] <= ms:
+        if i > 0 and ok and ramp[i - 1]["mean_ms"] <= ms and not math.isnan(best):
             a, b = ramp[i - 1], p
             f = (ms - a["mean_ms"]) / (b["mean_ms"] - a["mean_ms"])
             best = a["iops"] + f * (b["iops"] - a["iops"])
+        break
+    return best
+
+
+def run_iops_at(run: Any, ms: float, config: dict[str, Any] | None = None) -> float:
+    """:func:`iops_at` for a run, with its series and level windows (from ``config``, else the
+    run's own; a run read back from a store has none, so pass its ``run.*`` values)."""
+    config = config if config is not None else getattr(run, "config", {})
+    return iops_at(run.ramp, ms, run.series, level_windows(config, len(run.ramp)))
+
+
+def closed_curve(runs: list[Any]) -> list[dict[str, float]]:
+    """A throughput-response curve from closed-loop runs (one per ``run.outstanding``), sorted
+    by outstanding count: each point the run's IOPS and mean response (ms)."""
+    pts = [
+        {
+            "outstanding": float(r.config["run"]["outstanding"]),
+            "iops": float(r.metrics["iops"]),
+            "mean_ms": float(r.metrics["latency_mean_ms"]),
+        }
+        for r in runs
+    ]
+    return sorted(pts, key=lambda p: p["outstanding"])
+
+
+def closed_iops_at(pts: list[dict[str, float]], ms: float) -> float:
+    """Throughput at a mean response of ``ms`` on a closed-loop curve (sorted by outstanding):
+    interpolated between the last point at or below ``ms`` and the next (a closed loop
+    cannot fall behind: more outstanding only lengthens the queue). NaN when the first point
+    is already slower."""
+    best = math.nan
+    for i, p in enumerate(pts):
+        if p["mean_ms"] <= ms:
+            best = p["iops"]
+            continue
+        if i > 0:
+            a = pts[i - 1]
+            f = (ms - a["mean_ms"]) / (p["mean_ms"] - a["mean_ms"])
+            best = a["iops"] + f * (p["iops"] - a["iops"])
         break
     return best
 
@@ -73,7 +162,10 @@ def augment(frame: Any, result: Any, spec: dict[str, Any]) -> Any:
     runs = result.runs
     if "ramp_at_ms" in spec:
         ms = float(spec["ramp_at_ms"])
-        frame[f"iops_at_{ms:g}ms"] = [iops_at(r.ramp, ms) for r in runs]
+        # The frame carries each run's flattened config (stored runs have no `config`).
+        keys = [k for k in ("warmup_s", "level_s") if f"run.{k}" in frame]
+        configs = [{"run": {k: frame[f"run.{k}"].iloc[i] for k in keys}} if keys else None for i in range(len(runs))]
+        frame[f"iops_at_{ms:g}ms"] = [run_iops_at(r, ms, c) for r, c in zip(runs, configs)]
     if "ramp_ms_at" in spec:
         key = spec["ramp_ms_at"]
         frame["ms_at_load"] = [ms_at_load(r.ramp, float(t)) for r, t in zip(runs, frame[key])]

@@ -245,6 +245,8 @@ impl WriteBack {
             drain: false,
             read_cache: false,
             unified: false,
+            destage_as_user: false,
+            stow: Default::default(),
         };
         let cache = WriteCache::new(
             &wspec,

@@ -154,6 +154,13 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
                 space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
                 partial: t.choice("backend", &["full", "partial"])? == Some("partial"),
                 iops: t.float_or("iops", 1e-3, 1e9, 1000.0)?,
+                // SPC-1: one business scaling unit (the eight streams) per 50 IOPS.
+                bsu_iops: t.float_or(
+                    "bsu_iops",
+                    0.0,
+                    1e9,
+                    crate::workload::synth::spc1::BSU_IOPS,
+                )?,
                 requests: t.uint_or("requests", 1, REQUESTS_MAX, 1_000_000)?,
                 seed,
             }

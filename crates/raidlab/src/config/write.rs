@@ -10,13 +10,16 @@
 //! low = 80
 //! max_destages = 20
 //! unified = false          # share one memory with [cache] (config/unified.rs)
+//! destage_priority = "below_user"  # or "user": destages in the user class (ablation)
+//! shares = "pages"         # STOW only: RanRq/SeqRq in "pages" or "requests" (ablation)
+//! desired_cap = true       # STOW only: DesiredSeqQSize kept within the cache (ablation)
 //! ```
 
 use super::tree::{quoted, Table};
 use super::{CacheSpec, Capacity, Mode, Unit, Writes};
 use crate::array::{Array, ArraySpec};
 use crate::cache::read::PolicySpec;
-use crate::cache::write::{OrderKind, RateSpec, WriteSpec};
+use crate::cache::write::{OrderKind, RateSpec, StowKnobs, WriteSpec};
 use crate::error::{Error, Result};
 use crate::workload::{OpsFilter, WorkloadSpec};
 
@@ -185,6 +188,20 @@ pub(super) fn write_cache_spec(
     let drain = t.bool_or("drain", true)?;
     // Checked and applied against `[cache]` by `unified.rs`.
     let unified = t.bool_or("unified", false)?;
+    // Ablations (docs/write-cache.md, "Reproducing STOW").
+    let destage_as_user = t.choice("destage_priority", &["below_user", "user"])? == Some("user");
+    for key in ["shares", "desired_cap"] {
+        if t.has(key) && order != OrderKind::Stow {
+            return Err(Error::config(
+                t.key(key),
+                "only applies to order = \"stow\"",
+            ));
+        }
+    }
+    let stow = StowKnobs {
+        shares_in_requests: t.choice("shares", &["pages", "requests"])? == Some("requests"),
+        desired_cap: t.bool_or("desired_cap", true)?,
+    };
     t.finish()?;
     Ok(Some(WriteSpec {
         capacity_pages,
@@ -196,6 +213,8 @@ pub(super) fn write_cache_spec(
         drain,
         read_cache,
         unified,
+        destage_as_user,
+        stow,
     }))
 }
 
@@ -246,6 +265,35 @@ mod tests {
         let w2 = w2[0].write_cache.as_ref().unwrap();
         assert_eq!(w2.group_pages, 128);
         assert!(w2.read_cache);
+    }
+
+    #[test]
+    fn ablation_keys() {
+        let exps = from_toml(
+            &format!("{BASE}[write_cache]\ncapacity_pages = 4096\ndestage_priority = \"user\"\nshares = \"requests\"\ndesired_cap = false\n"),
+            "t.toml",
+            None,
+        )
+        .unwrap();
+        let w = exps[0].write_cache.as_ref().unwrap();
+        assert!(w.destage_as_user && w.stow.shares_in_requests && !w.stow.desired_cap);
+        let wc = "[write_cache]\ncapacity_pages = 4096\n";
+        assert_eq!(
+            key_of(&format!("{wc}order = \"wow\"\nshares = \"requests\"\n")),
+            "write_cache.shares"
+        );
+        assert_eq!(
+            key_of(&format!("{wc}order = \"lrw\"\ndesired_cap = false\n")),
+            "write_cache.desired_cap"
+        );
+        assert_eq!(
+            key_of(&format!("{wc}destage_priority = \"high\"\n")),
+            "write_cache.destage_priority"
+        );
+        assert_eq!(
+            key_of(&format!("{wc}shares = \"bytes\"\n")),
+            "write_cache.shares"
+        );
     }
 
     #[test]

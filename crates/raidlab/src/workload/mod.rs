@@ -83,6 +83,11 @@ pub trait RequestSource {
     fn device_bases(&self) -> Option<&[(u64, u64)]> {
         None
     }
+    /// The driver now offers `iops` (each ramp level, when it starts). A generator whose
+    /// streams scale with load (SPC-1's BSUs) adapts; others ignore it.
+    fn set_load(&mut self, _iops: f64) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Trace formats raidlab reads. See `docs/formats.md` for each one's fields and units.
@@ -237,6 +242,8 @@ pub enum SynthSpec {
         /// Use 1/100 of it (the STOW paper's "partial backend").
         partial: bool,
         iops: f64,
+        /// IOPS per business scaling unit (one set of the eight streams); 0 = one set.
+        bsu_iops: f64,
         requests: u64,
         seed: u64,
     },
@@ -541,6 +548,10 @@ impl<S: RequestSource> RequestSource for Kept<S> {
 
     fn label(&self) -> &str {
         self.inner.label()
+    }
+
+    fn set_load(&mut self, iops: f64) -> Result<()> {
+        self.inner.set_load(iops)
     }
 
     fn device_bases(&self) -> Option<&[(u64, u64)]> {

@@ -149,6 +149,8 @@ pub(super) fn cache(backup: &BackupSpec, order: OrderKind) -> WriteCache {
         drain: true,
         read_cache: false,
         unified: false,
+        destage_as_user: false,
+        stow: Default::default(),
     };
     let mut c = WriteCache::new(
         &ws,

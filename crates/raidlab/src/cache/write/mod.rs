@@ -36,6 +36,7 @@ pub mod water;
 
 pub use backup::{Backup, BackupIo, NoBackup};
 pub use order::{DestageOrder, OrderCtx, OrderKind, OrderState, PageWrite};
+
 pub use rate::{Rate, RateSpec};
 
 use crate::cache::read::list::Link;
@@ -60,6 +61,30 @@ pub struct WriteSpec {
     pub read_cache: bool,
     /// Read and write caches share one memory of `capacity_pages` (`unified.rs`).
     pub unified: bool,
+    /// Destages queue at the disks in the user class (no priority below user I/O), as in
+    /// the STOW paper's md set-up; the timed engine reads it.
+    pub destage_as_user: bool,
+    /// STOW's readings that the ablations change.
+    pub stow: StowKnobs,
+}
+
+/// STOW's switches for ablations; the defaults are the readings in `order/stow.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StowKnobs {
+    /// RanRq and SeqRq count user write requests (classed by their first page) instead of
+    /// page writes.
+    pub shares_in_requests: bool,
+    /// DesiredSeqQSize is kept within `[0, capacity]`.
+    pub desired_cap: bool,
+}
+
+impl Default for StowKnobs {
+    fn default() -> StowKnobs {
+        StowKnobs {
+            shares_in_requests: false,
+            desired_cap: true,
+        }
+    }
 }
 
 /// What the array is like, for the orders (STOW's disks and RAID-10 rule).
@@ -147,6 +172,8 @@ pub struct WriteCache {
     water: Option<water::Water>,
     /// Recovering from a failure (`fail.rs`): no page is accepted and no destage starts.
     offline: bool,
+    /// The next page written is the first of a user request ([`WriteCache::start_request`]).
+    request_start: bool,
     pub stats: WriteStats,
 }
 
@@ -169,6 +196,7 @@ impl WriteCache {
             hysteresis_pages,
             queue_depth: spec.max_destages,
             capacity_pages: capacity,
+            stow: spec.stow,
         });
         let words = spec.group_pages.div_ceil(64) as usize;
         WriteCache {
@@ -198,6 +226,7 @@ impl WriteCache {
                 _ => None,
             },
             offline: false,
+            request_start: false,
             stats: WriteStats::default(),
         }
     }
@@ -321,6 +350,7 @@ impl WriteCache {
         if self.offline {
             return None;
         }
+        let first = std::mem::take(&mut self.request_start);
         let group = lba / self.group_pages;
         let page = lba % self.group_pages;
         let bit = 1u64 << (page % 64);
@@ -334,12 +364,14 @@ impl WriteCache {
                 self.backup.on_write(lba, true);
                 let seq = self.classify(slot, lba);
                 if self.groups.get(slot).in_order {
-                    self.notify(slot, group, page, false, true, seq);
+                    self.notify(slot, group, page, (false, true, seq, first));
                 }
                 return Some(Absorbed::Overwrite);
             }
         }
         if self.occupied >= self.capacity {
+            // Retried later: the page is still its request's first.
+            self.request_start = first;
             return None;
         }
         let (slot, absorbed) = match found {
@@ -379,9 +411,7 @@ impl WriteCache {
                 slot,
                 group,
                 page,
-                absorbed == Absorbed::NewGroup,
-                false,
-                seq,
+                (absorbed == Absorbed::NewGroup, false, seq, first),
             );
         }
         if !self.low_reached && self.rate.low().is_some_and(|l| self.occupied >= l) {
@@ -395,15 +425,25 @@ impl WriteCache {
         Some(absorbed)
     }
 
+    /// The next page written starts a user request (STOW counts requests for its shares
+    /// when `StowKnobs::shares_in_requests`; the timed engine calls this).
+    pub fn start_request(&mut self) {
+        self.request_start = true;
+    }
+
+    /// Tell the order of a page write; `flags` = (new group, page hit, sequential, first page
+    /// of its request).
     #[inline]
-    fn notify(&mut self, slot: u32, group: u64, page: u64, new_group: bool, hit: bool, seq: bool) {
+    fn notify(&mut self, slot: u32, group: u64, page: u64, flags: (bool, bool, bool, bool)) {
+        let (new_group, page_hit, seq, request_start) = flags;
         self.order.on_write(&PageWrite {
             slot,
             group,
             new_group,
-            page_hit: hit,
+            page_hit,
             last_page: page + 1 == self.group_pages,
             seq,
+            request_start,
         });
     }
 

@@ -112,6 +112,8 @@ proptest! {
             drain: true,
             read_cache: false,
         unified: false,
+        destage_as_user: false,
+        stow: Default::default(),
         };
         let mut c = WriteCache::new(&spec, Backend { disks: 5, mirrored: order % 2 == 0 });
         let mut m = Model::default();

@@ -13,6 +13,8 @@ fn spec(order: OrderKind, rate: RateSpec) -> WriteSpec {
         drain: true,
         read_cache: false,
         unified: false,
+        destage_as_user: false,
+        stow: Default::default(),
     }
 }
 

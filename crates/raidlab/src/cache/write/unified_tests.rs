@@ -20,6 +20,8 @@ fn caches(total: u64) -> (Lru, WriteCache, Unified) {
         drain: true,
         read_cache: true,
         unified: true,
+        destage_as_user: false,
+        stow: Default::default(),
     };
     let w = WriteCache::new(
         &ws,

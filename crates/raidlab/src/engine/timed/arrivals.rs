@@ -118,6 +118,23 @@ impl Schedule {
         Some(t)
     }
 
+    /// For a ramp, `Some(next arrival)` (`Some(None)` past the last level); `None` for the
+    /// other drivers (which need the request's own time: use [`Schedule::next`]).
+    pub fn next_ramp(&mut self) -> Option<Option<u64>> {
+        match self.kind {
+            Kind::Ramp { .. } => Some(self.next(0)),
+            _ => None,
+        }
+    }
+
+    /// The target IOPS of the ramp level the last arrival fell in (0 for other drivers).
+    pub fn level_iops(&self) -> f64 {
+        match &self.kind {
+            Kind::Ramp { levels, level } => levels.get(*level).map_or(0.0, |l| l.0),
+            _ => 0.0,
+        }
+    }
+
     /// The ramp's levels with their target IOPS (empty for other drivers).
     pub fn levels(&self) -> Vec<(f64, Level)> {
         match &self.kind {
@@ -161,6 +178,8 @@ mod tests {
             arrivals: Arrivals::Trace { time_scale: 0.5 },
         };
         let mut s = Schedule::new(&driver, 1).unwrap();
+        assert_eq!(s.next_ramp(), None);
+        assert_eq!(s.level_iops(), 0.0);
         assert_eq!(s.next(1000), Some(500));
         assert_eq!(s.next(600), Some(500));
         assert_eq!(s.next(3001), Some(1501)); // 1500.5 rounds half away from zero
@@ -179,9 +198,13 @@ mod tests {
         assert_eq!(lv[1].1.measure_ns, 2_000_000_000);
         assert_eq!(lv[1].1.end_ns, 3_000_000_000);
         let mut n = [0u32; 2];
-        while let Some(t) = s.next(0) {
+        while let Some(Some(t)) = s.next_ramp() {
             n[usize::from(t >= 1_500_000_000)] += 1;
+            // The level the arrival fell in, for the workload's load.
+            let want = if t >= 1_500_000_000 { 1000.0 } else { 100.0 };
+            assert_eq!(s.level_iops(), want);
         }
+        assert_eq!(s.next_ramp(), Some(None));
         // ~150 and ~1500 arrivals.
         assert!((100..200).contains(&n[0]), "{n:?}");
         assert!((1350..1650).contains(&n[1]), "{n:?}");

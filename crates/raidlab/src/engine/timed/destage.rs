@@ -5,7 +5,7 @@
 //! pages enter in order as space allows; while one waits (the cache is full), later writes
 //! queue behind it (first come, first served), and that time counts as "full". A destage is
 //! the planner's operations for one group's dirty pages (`cache/write/plan.rs`), queued at the
-//! disks in the `destage` class: its reads (read-modify-write or reconstruct-write) first,
+//! disks in the `destage` class (or the user class with `destage_priority = "user"`): its reads (read-modify-write or reconstruct-write) first,
 //! then its writes; when the last write completes the pages are freed, waiting writes are
 //! admitted and more destages start. After the last event, with `drain = true`, whatever is
 //! still dirty is destaged at the maximum rate (the run's disks and series then extend to the
@@ -45,6 +45,8 @@ struct Flight {
 #[derive(Debug, Clone, Copy)]
 struct Waiter {
     slot: u32,
+    /// The write's first page (`next == first`: no page has entered yet).
+    first: u64,
     next: u64,
     end: u64,
     arrival_ns: u64,
@@ -211,9 +213,13 @@ fn absorb(
     unified: &mut Option<Unified>,
     policy: &mut dyn ReadPolicy,
     evicted: &mut Vec<u64>,
+    first: u64,
     mut next: u64,
     end: u64,
 ) -> u64 {
+    if next == first {
+        cache.start_request();
+    }
     while next < end
         && cache.backup().can_accept(next)
         && unified::room_for_write(unified, policy, cache, evicted, next)
@@ -238,6 +244,7 @@ impl Sim<'_> {
                 self.policy.as_mut(),
                 &mut self.evicted,
                 first,
+                first,
                 end,
             )
         } else {
@@ -248,6 +255,7 @@ impl Sim<'_> {
             // Full: this write (and every later one) waits for destages to free space.
             wb.waiting.push_back(Waiter {
                 slot,
+                first,
                 next,
                 end,
                 arrival_ns: now,
@@ -334,8 +342,15 @@ impl Sim<'_> {
     fn destage_submit(&mut self, now: u64, id: u32, ops: &[DiskOp]) -> Result<()> {
         let wb = self.wb.as_mut().expect("present");
         wb.flights[id as usize].pending = ops.len() as u32;
+        // The paper's md set-up had no priority: destages then compete with user I/O in one
+        // class (one C-LOOK sweep), instead of waiting below it.
+        let class = if wb.spec.destage_as_user {
+            Class::Foreground
+        } else {
+            Class::Destage
+        };
         for op in ops {
-            self.submit_op(now, op, Class::Destage, Owner::Destage(id))?;
+            self.submit_op(now, op, class, Owner::Destage(id))?;
         }
         Ok(())
     }
@@ -378,6 +393,7 @@ impl Sim<'_> {
                 &mut self.unified,
                 self.policy.as_mut(),
                 &mut self.evicted,
+                w.first,
                 w.next,
                 w.end,
             );

@@ -41,7 +41,7 @@ use std::time::Instant;
 
 use crate::array::{Array, DiskOp, Plan};
 use crate::cache::read::{self, ReadPolicy, Units};
-use crate::config::{Action, Driver, Experiment, TimedSpec};
+use crate::config::{Action, Arrivals, Driver, Experiment, TimedSpec};
 use crate::disk::{Class, Device, DiskIo, SECTOR_BYTES};
 use crate::error::{Error, Result};
 use crate::metrics::{DiskMetrics, TimedMetrics};
@@ -97,6 +97,8 @@ struct Sim<'e> {
     src: Box<dyn RequestSource>,
     addressing: Addressing,
     schedule: Option<Schedule>,
+    /// The load last told to the source (ramp levels; 0 before the first).
+    load_iops: f64,
     /// The request waiting for its arrival event (open loop and ramp).
     next_req: Option<Request>,
     /// No more requests are issued (source exhausted, duration reached, ramp over).
@@ -221,6 +223,7 @@ impl<'e> Sim<'e> {
             src,
             addressing,
             schedule: Schedule::new(&spec.driver, exp.run.seed),
+            load_iops: 0.0,
             next_req: None,
             stopped: false,
             progress_mark: PROGRESS_EVERY,
@@ -244,6 +247,13 @@ impl<'e> Sim<'e> {
         }
         self.schedule_rebuilds();
         self.schedule_cache_failures();
+        if let Driver::Open {
+            arrivals: Arrivals::Poisson { iops },
+        } = self.spec.driver
+        {
+            // The driver's rate replaces the workload's own: scale the streams to it.
+            self.src.set_load(iops)?;
+        }
         match self.spec.driver {
             Driver::Closed { outstanding, .. } => {
                 for _ in 0..outstanding {
@@ -292,14 +302,34 @@ impl<'e> Sim<'e> {
         if self.stopped {
             return Ok(());
         }
-        let Some(req) = self.src.next_request()? else {
-            self.stopped = true;
-            return Ok(());
-        };
         let schedule = self.schedule.as_mut().expect("open loop has a schedule");
-        let Some(t) = schedule.next(req.time_ns) else {
-            self.stopped = true;
-            return Ok(());
+        let (req, t) = if let Some(t) = schedule.next_ramp() {
+            // A ramp's time comes first: the request is drawn at its level's load (a
+            // generator whose streams scale with load needs it).
+            let Some(t) = t else {
+                self.stopped = true;
+                return Ok(());
+            };
+            let iops = schedule.level_iops();
+            if iops != self.load_iops {
+                self.load_iops = iops;
+                self.src.set_load(iops)?;
+            }
+            let Some(req) = self.src.next_request()? else {
+                self.stopped = true;
+                return Ok(());
+            };
+            (req, t)
+        } else {
+            let Some(req) = self.src.next_request()? else {
+                self.stopped = true;
+                return Ok(());
+            };
+            let Some(t) = schedule.next(req.time_ns) else {
+                self.stopped = true;
+                return Ok(());
+            };
+            (req, t)
         };
         if self.spec.duration_ns.is_some_and(|d| t >= d) {
             self.stopped = true;

@@ -52,9 +52,17 @@ pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource
             space_bytes,
             partial,
             iops,
+            bsu_iops,
             requests,
             seed,
-        } => keep.apply(Spc1::new(space_bytes, partial, iops, requests, seed)?),
+        } => keep.apply(Spc1::new(
+            space_bytes,
+            partial,
+            iops,
+            bsu_iops,
+            requests,
+            seed,
+        )?),
     })
 }
 

@@ -34,6 +34,28 @@
 //! and again while the draw succeeds), then picks a uniform leaf under the node reached and a
 //! uniform 4 KiB page in it.
 //!
+//! # Business scaling units
+//!
+//! SPC-1 offers load in business scaling units (BSUs): one BSU is the eight streams above at
+//! 50 IOPS in all, each stream issuing its share of those 50 (SPC-1 Official Specification,
+//! Storage Performance Council, clause 2 "Workload": "BSU ... 50 I/O requests per second",
+//! and the eight streams' intensity multipliers 0.035, 0.281, 0.070, 0.210, 0.018, 0.070,
+//! 0.035, 0.281; the open-source SPC-1 generator of Daniel and Faith, IISWC 2005, has
+//! `IOPS_PER_BSU = 50` and tags each I/O with its BSU and stream). A load of `L` IOPS is
+//! therefore `B = ceil(L / 50)` BSUs, `8 x B` streams: e.g. 750 IOPS = 15 BSUs, 15
+//! independent log writers in ASU-3 and 15 reuse walks in each hot spot. Each BSU's streams
+//! keep their own state (sequential position and run, reuse leaf); the regions are shared.
+//! A request picks a stream class by its share, then one of the `B` BSUs uniformly, which is
+//! the superposition of the `8 x B` Poisson streams exactly.
+//!
+//! `bsu_iops` (default 50) sets the IOPS per BSU; `bsu_iops = 0` keeps one set of streams at
+//! every load (this generator's behaviour before the scaling; the same requests bit for bit).
+//! The ramp driver tells the generator each level's load
+//! ([`RequestSource::set_load`](crate::workload::RequestSource::set_load)); otherwise the
+//! load is `iops` (also for the closed loop, whose throughput is not known in advance). BSUs
+//! are created the first time a load needs them (their state drawn then, so a run is a pure
+//! function of its seed and its loads) and sit idle, state kept, when the load drops.
+//!
 //! Arrivals are Poisson at `iops` (the ramp driver replaces the times with its own).
 
 use rand_chacha::ChaCha8Rng;
@@ -54,6 +76,10 @@ pub const ASU_SHARES: [f64; 3] = [0.10, 0.45, 0.45];
 pub const SEQ_SIZES: [(u64, f64); 5] = [(1, 0.40), (2, 0.24), (4, 0.20), (8, 0.08), (16, 0.08)];
 /// The partial backend's fraction of the full one.
 pub const PARTIAL: f64 = 0.01;
+/// IOPS of one business scaling unit (SPC-1).
+pub const BSU_IOPS: f64 = 50.0;
+/// Most BSUs a load may need (the open-source generator's 16-bit BSU field).
+pub const BSUS_MAX: usize = 1 << 16;
 
 #[derive(Debug, Clone, Copy)]
 enum Pattern {
@@ -110,7 +136,8 @@ const STREAMS: [(usize, f64, f64, Pattern); 8] = [
     ),
 ];
 
-/// Per-stream state, in pages.
+/// One of the eight stream classes, in pages; `kind` is the state a new BSU's stream starts
+/// from (its reuse leaf is drawn when the BSU is created).
 #[derive(Debug, Clone, Copy)]
 struct Stream {
     /// First page and pages of the region the stream addresses (ASU, hot spot or run range).
@@ -144,18 +171,40 @@ pub struct Spc1 {
     rng: ChaCha8Rng,
     arrivals: ChaCha8Rng,
     streams: [Stream; 8],
+    /// Per BSU, the state of each of its eight streams (`8 x b + i`); grown on demand.
+    state: Vec<Kind>,
+    /// IOPS per BSU; 0 = one BSU at every load.
+    bsu_iops: f64,
+    /// BSUs the current load uses (`<= state.len() / 8`).
+    active: usize,
     /// Cumulative stream shares.
     cum: [f64; 8],
     clock: PoissonClock,
     left: u64,
 }
 
+/// BSUs that offer `iops` at `bsu_iops` each (one when the scaling is off).
+pub fn bsus_for(iops: f64, bsu_iops: f64) -> usize {
+    if bsu_iops <= 0.0 {
+        return 1;
+    }
+    // A hair below an exact multiple still counts as that multiple (750 / 50 = 15, not 16).
+    let b = libm::ceil(iops / bsu_iops - 1e-9);
+    if b >= BSUS_MAX as f64 {
+        BSUS_MAX + 1
+    } else {
+        (b as usize).max(1)
+    }
+}
+
 impl Spc1 {
-    /// `space_bytes` is the full backend; `partial` uses 1/100 of it.
+    /// `space_bytes` is the full backend; `partial` uses 1/100 of it; one BSU per `bsu_iops`
+    /// of load (0: one BSU at every load).
     pub fn new(
         space_bytes: u64,
         partial: bool,
         iops: f64,
+        bsu_iops: f64,
         requests: u64,
         seed: u64,
     ) -> Result<Spc1> {
@@ -182,7 +231,7 @@ impl Spc1 {
             asu[i] = (at, n);
             at += n;
         }
-        let mut r = rng(seed, 0);
+        let r = rng(seed, 0);
         let mut streams = [Stream {
             base: 0,
             pages: 0,
@@ -210,7 +259,7 @@ impl Spc1 {
                         kind: Kind::Reuse {
                             leaves,
                             height: 64 - (leaves - 1).leading_zeros(),
-                            leaf: below(&mut r, leaves),
+                            leaf: 0,
                         },
                     }
                 }
@@ -229,26 +278,59 @@ impl Spc1 {
             acc += share;
             cum[i] = acc;
         }
-        Ok(Spc1 {
+        let mut g = Spc1 {
             rng: r,
             arrivals: rng(seed, 1),
             streams,
+            state: Vec::new(),
+            bsu_iops,
+            active: 0,
             cum,
             clock: PoissonClock::new(1e9 / iops),
             left: requests,
-        })
+        };
+        g.load(iops)?;
+        Ok(g)
     }
 
-    /// The next (op, first page, pages) of stream `i`.
-    fn draw(&mut self, i: usize) -> (Op, u64, u64) {
+    /// Use the BSUs that load `iops` needs, creating those never used before.
+    fn load(&mut self, iops: f64) -> Result<()> {
+        let b = bsus_for(iops, self.bsu_iops);
+        if b > BSUS_MAX {
+            return Err(bad(
+                "bsu_iops",
+                format!(
+                    "a load of {iops} IOPS at {} IOPS per BSU needs more than {BSUS_MAX} BSUs",
+                    self.bsu_iops
+                ),
+            ));
+        }
+        while self.state.len() < 8 * b {
+            let mut kind = self.streams[self.state.len() % 8].kind;
+            if let Kind::Reuse { leaves, leaf, .. } = &mut kind {
+                *leaf = below(&mut self.rng, *leaves);
+            }
+            self.state.push(kind);
+        }
+        self.active = b;
+        Ok(())
+    }
+
+    /// BSUs in use at the current load.
+    pub fn bsus(&self) -> usize {
+        self.active
+    }
+
+    /// The next (op, first page, pages) of stream `i` of BSU `b`.
+    fn draw(&mut self, i: usize, b: usize) -> (Op, u64, u64) {
         let r = &mut self.rng;
-        let s = &mut self.streams[i];
+        let s = &self.streams[i];
         let op = if unit_f64(r) < s.read {
             Op::Read
         } else {
             Op::Write
         };
-        match &mut s.kind {
+        match &mut self.state[8 * b + i] {
             Kind::Uniform => (op, s.base + below(r, s.pages), 1),
             Kind::Reuse {
                 leaves,
@@ -302,7 +384,13 @@ impl RequestSource for Spc1 {
         let time_ns = self.clock.next(&mut self.arrivals);
         let u = unit_f64(&mut self.rng);
         let i = self.cum.iter().position(|&c| u < c).unwrap_or(7);
-        let (op, page, pages) = self.draw(i);
+        // No draw for a single BSU: `bsu_iops = 0` replays the unscaled stream exactly.
+        let b = if self.active > 1 {
+            below(&mut self.rng, self.active as u64) as usize
+        } else {
+            0
+        };
+        let (op, page, pages) = self.draw(i, b);
         Ok(Some(Request {
             time_ns,
             op,
@@ -318,6 +406,10 @@ impl RequestSource for Spc1 {
     fn label(&self) -> &str {
         "spc1"
     }
+
+    fn set_load(&mut self, iops: f64) -> Result<()> {
+        self.load(iops)
+    }
 }
 
 #[cfg(test)]
@@ -325,7 +417,11 @@ mod tests {
     use super::*;
 
     fn gen(partial: bool, n: u64) -> Vec<Request> {
-        let mut g = Spc1::new(100 << 30, partial, 1000.0, n, 7).unwrap();
+        gen_at(partial, n, 1000.0, 0.0)
+    }
+
+    fn gen_at(partial: bool, n: u64, iops: f64, bsu_iops: f64) -> Vec<Request> {
+        let mut g = Spc1::new(100 << 30, partial, iops, bsu_iops, n, 7).unwrap();
         std::iter::from_fn(|| g.next_request().unwrap()).collect()
     }
 
@@ -403,13 +499,94 @@ mod tests {
     #[test]
     fn same_seed_same_stream() {
         assert_eq!(gen(false, 1000), gen(false, 1000));
-        let mut g = Spc1::new(100 << 30, false, 1000.0, 1000, 8).unwrap();
+        let mut g = Spc1::new(100 << 30, false, 1000.0, 0.0, 1000, 8).unwrap();
         let other: Vec<_> = std::iter::from_fn(|| g.next_request().unwrap()).collect();
         assert_ne!(gen(false, 1000), other);
     }
 
     #[test]
     fn too_small_a_backend_is_an_error() {
-        assert!(Spc1::new(1 << 20, false, 1000.0, 10, 1).is_err());
+        assert!(Spc1::new(1 << 20, false, 1000.0, 50.0, 10, 1).is_err());
+    }
+
+    #[test]
+    fn one_bsu_per_50_iops() {
+        // SPC-1: B = load / 50 BSUs of eight streams each.
+        assert_eq!(bsus_for(50.0, BSU_IOPS), 1);
+        assert_eq!(bsus_for(750.0, BSU_IOPS), 15);
+        assert_eq!(bsus_for(1200.0, BSU_IOPS), 24);
+        assert_eq!(bsus_for(760.0, BSU_IOPS), 16);
+        assert_eq!(bsus_for(10.0, BSU_IOPS), 1);
+        assert_eq!(bsus_for(5000.0, 0.0), 1);
+        let mut g = Spc1::new(100 << 30, false, 750.0, BSU_IOPS, 10, 1).unwrap();
+        assert_eq!((g.bsus(), g.state.len()), (15, 120));
+        // A ramp level of 2000 IOPS: 40 BSUs; back at 100 IOPS the first 2 are used and the
+        // other 38 keep their state.
+        g.set_load(2000.0).unwrap();
+        assert_eq!((g.bsus(), g.state.len()), (40, 320));
+        g.set_load(100.0).unwrap();
+        assert_eq!((g.bsus(), g.state.len()), (2, 320));
+        // Beyond 2^16 BSUs: an error naming the key.
+        let err = g.set_load(50.0 * 70_000.0).unwrap_err();
+        assert!(
+            err.to_string().contains("workload.synthetic.bsu_iops"),
+            "{err}"
+        );
+    }
+
+    /// Starts of the log stream's runs: requests in ASU-3 that do not follow the previous
+    /// log request of any run in progress.
+    fn log_heads(reqs: &[Request]) -> (usize, usize) {
+        let asu3_end = (100u64 << 30) / 10;
+        let mut ends = std::collections::BTreeSet::new();
+        let (mut follow, mut all) = (0, 0);
+        for r in reqs.iter().filter(|r| r.offset < asu3_end) {
+            all += 1;
+            if ends.remove(&r.offset) {
+                follow += 1;
+            }
+            ends.insert(r.offset + r.len);
+        }
+        (follow, all)
+    }
+
+    #[test]
+    fn each_bsu_has_its_own_sequential_position() {
+        // 750 IOPS = 15 BSUs: 15 log writers, each continuing its own run. Consecutive log
+        // requests rarely follow each other (1 in 15), but nearly every one continues one of
+        // the runs in progress.
+        let reqs = gen_at(false, 60_000, 750.0, BSU_IOPS);
+        let asu3_end = (100u64 << 30) / 10;
+        let log: Vec<_> = reqs.iter().filter(|r| r.offset < asu3_end).collect();
+        let adjacent = log
+            .windows(2)
+            .filter(|w| w[0].offset + w[0].len == w[1].offset)
+            .count() as f64
+            / (log.len() - 1) as f64;
+        assert!(adjacent < 0.15, "{adjacent}");
+        let (follow, all) = log_heads(&reqs);
+        // Each of the 15 runs starts once (a run is ~800K pages: no restarts here).
+        assert_eq!(all - follow, 15);
+        // The stream shares do not depend on the BSU count.
+        let share = all as f64 / reqs.len() as f64;
+        assert!((share - 0.281).abs() < 0.006, "{share}");
+        let reads = reqs.iter().filter(|r| r.op == Op::Read).count() as f64 / reqs.len() as f64;
+        assert!((reads - 0.3944).abs() < 0.006, "{reads}");
+        // One set of streams (bsu_iops = 0): one run, every log request follows the last.
+        let (follow, all) = log_heads(&gen_at(false, 60_000, 750.0, 0.0));
+        assert_eq!(all - follow, 1);
+    }
+
+    #[test]
+    fn one_bsu_is_the_unscaled_stream() {
+        // At 50 IOPS the spec's scaling uses one BSU: the same requests (times aside) as one
+        // set of streams at any load.
+        let strip = |v: Vec<Request>| -> Vec<(Op, u64, u64)> {
+            v.into_iter().map(|r| (r.op, r.offset, r.len)).collect()
+        };
+        assert_eq!(
+            strip(gen_at(false, 5000, 50.0, BSU_IOPS)),
+            strip(gen_at(false, 5000, 1000.0, 0.0))
+        );
     }
 }

@@ -39,6 +39,8 @@ pub struct PageWrite {
     /// The cache's sequential detector classed the page as part of a sequential stream
     /// (computed only for orders whose [`DestageOrder::needs_seq`] is true).
     pub seq: bool,
+    /// The page is the first of its user write request (see `WriteCache::start_request`).
+    pub request_start: bool,
 }
 
 /// What an order is told when it is built.
@@ -56,6 +58,8 @@ pub struct OrderCtx {
     pub queue_depth: u32,
     /// The cache's capacity in pages (STOW bounds its target SeqQ size by it).
     pub capacity_pages: u64,
+    /// STOW's ablation switches.
+    pub stow: super::StowKnobs,
 }
 
 /// A destage order. `Send`: the store moves it behind a lock its threads share.
@@ -275,6 +279,7 @@ pub(crate) mod testutil {
             hysteresis_pages: 4,
             queue_depth: 20,
             capacity_pages: 1 << 20,
+            stow: Default::default(),
         }
     }
 
@@ -287,6 +292,7 @@ pub(crate) mod testutil {
             page_hit,
             last_page: false,
             seq: false,
+            request_start: true,
         }
     }
 

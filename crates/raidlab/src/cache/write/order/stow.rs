@@ -27,7 +27,8 @@
 //! Readings where the paper is silent (*unsure*, kept simple and stated here): the increment
 //! rule applies to SeqQ destages only (the paper's "breaks in the logical write group
 //! addresses being destaged from SeqQ"); a stretch counts consecutive groups; RanRq and SeqRq
-//! count page writes by class; queue sizes in the increment are taken while the destaged
+//! count page writes by class (`shares = "requests"`, an ablation, counts user write requests
+//! by the class of their first page); queue sizes in the increment are taken while the destaged
 //! group is still counted in SeqQ (the moment of the destage decision); a destage needed
 //! before occupancy ever reached the low threshold (a rate that destages below it)
 //! initialises DesiredSeqQSize then; when the chosen queue is empty the other one is used (a
@@ -38,8 +39,10 @@
 //! one increment taken while SeqQ holds a few pages (`n x |RanQ| / |SeqQ|` grows without
 //! limit as `|SeqQ|` shrinks) was measured to push it to four times the cache, after which
 //! SeqQ is never chosen and sequential data fills the cache (see `docs/write-cache.md`).
+//! `desired_cap = false` (an ablation) removes the bound.
 
 use super::{Bits, DestageOrder, OrderCtx, OrderState, PageWrite, SortedRing};
+use crate::cache::write::StowKnobs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Queue {
@@ -64,6 +67,7 @@ pub struct Stow {
     disks: u32,
     queue_depth: u32,
     page_hits_only: bool,
+    knobs: StowKnobs,
     /// The queue chosen last, if any, and what has happened since.
     current: Option<Queue>,
     destaged_since: u64,
@@ -93,6 +97,7 @@ impl Stow {
             disks: ctx.disks.max(1),
             queue_depth: ctx.queue_depth,
             page_hits_only: ctx.page_hits_only,
+            knobs: ctx.stow,
             current: None,
             destaged_since: 0,
             seq_at_choice: 0,
@@ -134,7 +139,11 @@ impl Stow {
                     let seq = self.seq_pages as f64;
                     let rq = (self.ran_rq + self.seq_rq).max(1) as f64;
                     if ran / (ran + seq) > self.ran_rq as f64 / rq {
-                        let cap = self.capacity;
+                        let cap = if self.knobs.desired_cap {
+                            self.capacity
+                        } else {
+                            f64::INFINITY
+                        };
                         if let Some(d) = self.desired.as_mut() {
                             *d = (*d + f64::from(self.disks) * ran / seq).min(cap);
                         }
@@ -150,10 +159,13 @@ impl Stow {
 impl DestageOrder for Stow {
     fn on_write(&mut self, w: &PageWrite) {
         let s = w.slot;
-        if w.seq {
-            self.seq_rq += 1;
-        } else {
-            self.ran_rq += 1;
+        // RanRq / SeqRq: page writes, or (ablation) requests classed by their first page.
+        if !self.knobs.shares_in_requests || w.request_start {
+            if w.seq {
+                self.seq_rq += 1;
+            } else {
+                self.ran_rq += 1;
+            }
         }
         if !w.new_group {
             // Algorithm 3, lines 1-9 (reads the bit before Algorithm 1 updates it).
@@ -286,6 +298,7 @@ mod tests {
             page_hit,
             last_page: last,
             seq,
+            request_start: true,
         }
     }
 
@@ -444,6 +457,55 @@ mod tests {
         o.desired = Some(0.0);
         assert_eq!(o.next_victim(), Some(10));
         assert_eq!(o.next_victim(), Some(20)); // a break, but RanQ's 1/2 < RanRq's 21/24
+        assert_eq!(o.desired(), Some(0.0));
+    }
+
+    #[test]
+    fn desired_uncapped_ablation_exceeds_the_cache() {
+        let mut c = ctx();
+        c.capacity_pages = 20;
+        c.stow.desired_cap = false;
+        let mut o = seq_then_six_random(&c, &[10, 20]);
+        assert_eq!(o.next_victim(), Some(10));
+        // The same break as above: 5 x 6 / 1 = 30, now kept beyond the 20-page cache.
+        assert_eq!(o.next_victim(), Some(20));
+        assert_eq!(o.desired(), Some(30.0));
+    }
+
+    /// SeqQ groups 10, 20, 30 of 4 pages, each written by one 4-page request; RanQ group 1
+    /// of 2 pages from two 1-page requests; DesiredSeqQSize forced to 0.
+    fn shares_example(c: &OrderCtx) -> Stow {
+        let mut o = Stow::new(c);
+        for g in [10u64, 20, 30] {
+            for p in 0..4 {
+                let mut w = pw(g, p == 0, false, true, p == 3);
+                w.request_start = p == 0;
+                o.on_write(&w);
+            }
+        }
+        o.on_write(&pw(1, true, false, false, false));
+        o.on_write(&pw(1, false, false, false, false));
+        o.on_low_threshold();
+        o.desired = Some(0.0);
+        o
+    }
+
+    #[test]
+    fn shares_in_pages_or_in_requests() {
+        // The break at group 20 (after 10, a stretch of 1 < 20) sees |RanQ| = 2, |SeqQ| = 8:
+        // RanQ's share 2/10 = 0.2. In pages RanRq's share is 2/14 = 0.14 < 0.2: Desired +=
+        // 5 x 2 / 8 = 1.25. In requests it is 2/5 = 0.4 > 0.2: no increment.
+        let mut o = shares_example(&ctx());
+        assert_eq!((o.ran_rq, o.seq_rq), (2, 12));
+        assert_eq!(o.next_victim(), Some(10));
+        assert_eq!(o.next_victim(), Some(20));
+        assert_eq!(o.desired(), Some(1.25));
+        let mut c = ctx();
+        c.stow.shares_in_requests = true;
+        let mut o = shares_example(&c);
+        assert_eq!((o.ran_rq, o.seq_rq), (2, 3));
+        assert_eq!(o.next_victim(), Some(10));
+        assert_eq!(o.next_victim(), Some(20));
         assert_eq!(o.desired(), Some(0.0));
     }
 }

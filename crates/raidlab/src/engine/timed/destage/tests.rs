@@ -138,3 +138,26 @@ fn same_config_same_results() {
         wc.stats.page_writes
     );
 }
+
+#[test]
+fn destages_below_user_reads_or_beside_them() {
+    // Two 4-page groups written at 0 with a fixed threshold of 50%: group 0's destage runs
+    // 0-1 ms, group 1's waits at the disk. A read miss arrives at 0.5 ms. With destages below
+    // user I/O (default) the read is served 1-2 ms (1.5 ms); with `destage_priority = "user"`
+    // the two share one FCFS class and the read follows the earlier destage: 2-3 ms (2.5 ms).
+    let lines = ["0 0 0 32 0", "0 0 32 32 0", "500000 0 160 8 1"];
+    let wc = "[write_cache]\ncapacity_pages = 8\ngroup_bytes = 16384\nrate = \"fixed\"\n\
+              threshold = 50\n";
+    let low = timed("prio-low", &lines, &format!("queue = \"fcfs\"\n{wc}"));
+    let user = timed(
+        "prio-user",
+        &lines,
+        &format!("queue = \"fcfs\"\n{wc}destage_priority = \"user\"\n"),
+    );
+    assert_eq!(low.read_latency.mean_ns(), 1_500_000.0);
+    assert_eq!(user.read_latency.mean_ns(), 2_500_000.0);
+    for m in [&low, &user] {
+        assert_eq!(m.write_cache.as_ref().unwrap().stats.destages, 2);
+        assert_eq!(m.disks[0].ops, 3);
+    }
+}
