@@ -209,15 +209,20 @@ pub(super) fn cache_spec(mut t: Table<'_>, block_size: u32) -> Result<CacheSpec>
         q.finish()?;
     }
     if let Some(mut q) = t.table("s3fifo")? {
-        let PolicySpec::S3Fifo {
+        let (PolicySpec::S3Fifo {
             small,
             ghost,
             move_threshold,
-        } = &mut policy
+        }
+        | PolicySpec::VdfS3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        }) = &mut policy
         else {
             return Err(Error::config(
                 q.key(""),
-                "only applies to policy = \"s3fifo\"",
+                "only applies to policy = \"s3fifo\" or \"vdf-s3fifo\"",
             ));
         };
         *small = q.float("small", 0.001, 0.999)?.unwrap_or(*small);

@@ -224,6 +224,15 @@ pub enum PolicySpec {
     VdfClock,
     /// SIEVE whose unvisited blocks wait `cost - 1` extra passes of the hand (VDF-style).
     VdfSieve,
+    /// ARC whose chosen list gives unreferenced blocks `cost - 1` extra trips (VDF-style).
+    VdfArc,
+    /// S3-FIFO whose queues give leaving blocks `cost - 1` extra trips (VDF-style), with
+    /// S3-FIFO's tunables.
+    VdfS3Fifo {
+        small: f64,
+        ghost: f64,
+        move_threshold: u8,
+    },
     /// DEMOTE (Wong and Wilkes): demoted blocks at MRU, blocks read by the host at LRU.
     Demote,
     /// X-RAY: exclusive caching from inferred FS cache contents; needs a `[host]` run.
@@ -268,6 +277,12 @@ impl PolicySpec {
             "greedydual" | "gd" => PolicySpec::GreedyDual,
             "vdf-clock" => PolicySpec::VdfClock,
             "vdf-sieve" => PolicySpec::VdfSieve,
+            "vdf-arc" => PolicySpec::VdfArc,
+            "vdf-s3fifo" | "vdf-s3-fifo" => PolicySpec::VdfS3Fifo {
+                small: 0.1,
+                ghost: 0.9,
+                move_threshold: 2,
+            },
             "demote" => PolicySpec::Demote,
             "xray" => PolicySpec::Xray {
                 threshold: 2,
@@ -311,6 +326,8 @@ impl PolicySpec {
         "vdf-lfu",
         "vdf-clock",
         "vdf-sieve",
+        "vdf-arc",
+        "vdf-s3fifo",
         "greedydual",
         "demote",
         "xray",
@@ -363,7 +380,7 @@ pub fn build_in(
             }
             1.0 + kout
         }
-        PolicySpec::Arc => 2.0,
+        PolicySpec::Arc | PolicySpec::VdfArc => 2.0,
         // Resident entries plus ghosts in S, which is bounded by twice the capacity.
         PolicySpec::Lirs => 3.0,
         PolicySpec::Mq {
@@ -383,6 +400,11 @@ pub fn build_in(
             1.0 + f64::from(*history_factor)
         }
         PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        }
+        | PolicySpec::VdfS3Fifo {
             small,
             ghost,
             move_threshold,
@@ -432,6 +454,7 @@ pub fn build_in(
         PolicySpec::Clock => Box::new(clock::Clock::new(capacity, entries)),
         PolicySpec::TwoQ { kin, kout } => Box::new(twoq::TwoQ::new(capacity, *kin, *kout, entries)),
         PolicySpec::Arc => Box::new(arc::Arc::new(capacity, entries)),
+        PolicySpec::VdfArc => Box::new(arc::Arc::vdf(capacity, entries)),
         PolicySpec::Mq {
             queues,
             lifetime,
@@ -453,6 +476,17 @@ pub fn build_in(
             ghost,
             move_threshold,
         } => Box::new(s3fifo::S3Fifo::new(
+            capacity,
+            *small,
+            *ghost,
+            *move_threshold,
+            entries,
+        )),
+        PolicySpec::VdfS3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } => Box::new(s3fifo::S3Fifo::vdf(
             capacity,
             *small,
             *ghost,
