@@ -179,8 +179,9 @@ pub(super) fn cache_spec(mut t: Table<'_>, block_size: u32) -> Result<CacheSpec>
         Error::config(
             &policy_key,
             format!(
-                "expected one of {}, got {name:?}",
-                quoted(PolicySpec::NAMES)
+                "expected one of {} or an offline bound ({}), got {name:?}",
+                quoted(PolicySpec::NAMES),
+                quoted(PolicySpec::OFFLINE_NAMES)
             ),
         )
     })?;

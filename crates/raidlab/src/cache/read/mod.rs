@@ -19,7 +19,7 @@ mod freq;
 pub(crate) mod list;
 mod queue;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 pub mod arc;
 pub mod clock;
@@ -243,6 +243,12 @@ pub enum PolicySpec {
         refresh_ns: u64,
         placement: xray::Placement,
     },
+    /// Belady's OPT (`cache/offline`): counting mode only, it needs the future.
+    Opt,
+    /// The cost-aware offline optimum (min-cost flow): counting mode, block mode only.
+    OptCost,
+    /// The cost-aware Belady heuristic: counting mode only.
+    BeladyCost,
 }
 
 impl PolicySpec {
@@ -289,9 +295,24 @@ impl PolicySpec {
                 refresh_ns: 100_000_000,
                 placement: xray::Placement::Unlimited,
             },
+            "opt" | "belady" => PolicySpec::Opt,
+            "opt-cost" => PolicySpec::OptCost,
+            "belady-cost" => PolicySpec::BeladyCost,
             _ => return None,
         })
     }
+
+    /// Whether the policy is an offline bound, which only counting mode can replay.
+    pub fn is_offline(&self) -> bool {
+        matches!(
+            self,
+            PolicySpec::Opt | PolicySpec::OptCost | PolicySpec::BeladyCost
+        )
+    }
+
+    /// Names of the offline bounds (`cache/offline`), accepted by counting mode only and kept
+    /// out of [`PolicySpec::NAMES`], the policies every engine and the store can run.
+    pub const OFFLINE_NAMES: &'static [&'static str] = &["opt", "opt-cost", "belady-cost"];
 
     /// Whether the policy implements [`ReadPolicy::evict_one`] (a unified cache needs it).
     pub fn evicts_one(&self) -> bool {
@@ -507,6 +528,13 @@ pub fn build_in(
                 "cache.policy",
                 "\"xray\" infers the host's cache from file-system traffic: it needs a [host] \
                  table and a file-level workload ([workload.files])",
+            ))
+        }
+        PolicySpec::Opt | PolicySpec::OptCost | PolicySpec::BeladyCost => {
+            return Err(Error::config(
+                "cache.policy",
+                "an offline bound needs the whole trace in advance and a constant array \
+                 mode: counting mode only ([run] mode = \"count\")",
             ))
         }
     })

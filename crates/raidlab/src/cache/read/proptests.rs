@@ -35,7 +35,7 @@ fn all_specs() -> Vec<PolicySpec> {
         .iter()
         .map(|n| PolicySpec::from_name(n).expect("listed name"))
         // X-RAY is not a block-stream policy (it needs the host's file-system traffic).
-        .filter(|s| !matches!(s, PolicySpec::Xray { .. }))
+        .filter(|s| !matches!(s, PolicySpec::Xray { .. }) && !s.is_offline())
         .collect();
     // MQ with a short lifetime so that expiry paths run.
     v.push(PolicySpec::Mq {
