@@ -27,6 +27,7 @@ pub mod stats;
 pub mod synth;
 pub mod systor;
 pub mod tencent;
+pub mod vscsi;
 
 #[cfg(test)]
 mod malformed_tests;
@@ -108,6 +109,8 @@ pub enum Format {
     Blkparse,
     /// Linux blkparse default text output, `D` (dispatched) events.
     BlkparseDispatch,
+    /// libCacheSim's `vscsi` binary (VMware vscsiStats, V1 32-byte or V2 40-byte records).
+    Vscsi,
 }
 
 impl Format {
@@ -126,9 +129,10 @@ impl Format {
         "keys-u32le",
         "blkparse",
         "blkparse-d",
+        "vscsi",
     ];
 
-    pub(crate) const ALL: [Format; 13] = [
+    pub(crate) const ALL: [Format; 14] = [
         Format::Auto,
         Format::Spc,
         Format::Msr,
@@ -142,6 +146,7 @@ impl Format {
         Format::KeysU32Le,
         Format::Blkparse,
         Format::BlkparseDispatch,
+        Format::Vscsi,
     ];
 
     /// The canonical name (one of [`Format::NAMES`]).
@@ -160,6 +165,7 @@ impl Format {
             Format::KeysU32Le => "keys-u32le",
             Format::Blkparse => "blkparse",
             Format::BlkparseDispatch => "blkparse-d",
+            Format::Vscsi => "vscsi",
         }
     }
 
@@ -186,6 +192,7 @@ impl Format {
                 | Format::CloudPhysicsCsv
                 | Format::KeysU32Be
                 | Format::KeysU32Le
+                | Format::Vscsi
         )
     }
 }
@@ -436,6 +443,10 @@ fn build<'a, R: Read + Send + 'a>(
         Format::OracleGeneral => {
             no_devices(device)?;
             Ok(keep.apply(oracle::OracleReader::new(reopen()?, label)))
+        }
+        Format::Vscsi => {
+            no_devices(device)?;
+            Ok(keep.apply(vscsi::VscsiReader::new(reopen()?, label)?))
         }
         Format::KeysU32Be => {
             no_devices(device)?;
