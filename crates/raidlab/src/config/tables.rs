@@ -8,6 +8,7 @@ use super::{CacheSpec, Capacity, Unit, Writes};
 use crate::array::{ArraySpec, Layout, Level};
 use crate::cache::read::PolicySpec;
 use crate::error::{Error, Result};
+use crate::workload::csvtrace::CsvSpec;
 use crate::workload::{Format, OpsFilter, SourceSpec, SynthSpec, WorkloadSpec};
 
 pub(super) fn workload_spec(
@@ -90,6 +91,16 @@ pub(super) fn source_spec(
                     )
                 })?,
             };
+            let format = match (format, t.table("csv")?) {
+                (Format::Csv(_), Some(csv)) => Format::Csv(csv_spec(csv)?),
+                (_, Some(csv)) => {
+                    return Err(Error::config(
+                        csv.key(""),
+                        "only applies to format = \"csv\"",
+                    ))
+                }
+                (f, None) => f,
+            };
             let path = PathBuf::from(path);
             let path = match base_dir {
                 Some(dir) if path.is_relative() => dir.join(path),
@@ -165,6 +176,42 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
             ));
         }
     };
+    t.finish()?;
+    Ok(spec)
+}
+
+/// `[workload.csv]`: libCacheSim's CSV reader parameters (`workload/csvtrace.rs`), each
+/// defaulting to its [`CsvSpec::DEFAULT`] value.
+fn csv_spec(mut t: Table<'_>) -> Result<CsvSpec> {
+    let d = CsvSpec::DEFAULT;
+    let max = u64::from(crate::workload::csvtrace::MAX_COLUMNS);
+    let delimiter_key = t.key("delimiter");
+    let delimiter = match t.str("delimiter")? {
+        None => d.delimiter,
+        Some("\\t" | "\t") => b'\t',
+        Some(s) if s.len() == 1 => s.as_bytes()[0],
+        Some(s) => {
+            return Err(Error::config(
+                delimiter_key,
+                format!("expected one character (or \"\\t\"), got {s:?}"),
+            ))
+        }
+    };
+    let spec = CsvSpec {
+        time_col: t.uint("time_col", 0, max)?.map_or(d.time_col, |v| v as u32),
+        obj_id_col: t
+            .uint("obj_id_col", 1, max)?
+            .map_or(d.obj_id_col, |v| v as u32),
+        obj_size_col: t
+            .uint("obj_size_col", 0, max)?
+            .map_or(d.obj_size_col, |v| v as u32),
+        op_col: t.uint("op_col", 0, max)?.map_or(d.op_col, |v| v as u32),
+        has_header: t.bool_or("has_header", d.has_header)?,
+        delimiter,
+        obj_id_is_num: t.bool_or("obj_id_is_num", d.obj_id_is_num)?,
+    };
+    spec.validate()
+        .map_err(|(key, msg)| Error::config(t.key(key), msg))?;
     t.finish()?;
     Ok(spec)
 }

@@ -13,6 +13,7 @@ mod text;
 
 pub mod blkparse;
 pub mod cloudphysics;
+pub mod csvtrace;
 pub mod decompress;
 pub mod disksim;
 pub mod files;
@@ -111,6 +112,8 @@ pub enum Format {
     BlkparseDispatch,
     /// libCacheSim's `vscsi` binary (VMware vscsiStats, V1 32-byte or V2 40-byte records).
     Vscsi,
+    /// libCacheSim's generic CSV reader with its column parameters (`[workload.csv]`).
+    Csv(csvtrace::CsvSpec),
 }
 
 impl Format {
@@ -130,9 +133,10 @@ impl Format {
         "blkparse",
         "blkparse-d",
         "vscsi",
+        "csv",
     ];
 
-    pub(crate) const ALL: [Format; 14] = [
+    pub(crate) const ALL: [Format; 15] = [
         Format::Auto,
         Format::Spc,
         Format::Msr,
@@ -147,6 +151,7 @@ impl Format {
         Format::Blkparse,
         Format::BlkparseDispatch,
         Format::Vscsi,
+        Format::Csv(csvtrace::CsvSpec::DEFAULT),
     ];
 
     /// The canonical name (one of [`Format::NAMES`]).
@@ -166,6 +171,7 @@ impl Format {
             Format::Blkparse => "blkparse",
             Format::BlkparseDispatch => "blkparse-d",
             Format::Vscsi => "vscsi",
+            Format::Csv(_) => "csv",
         }
     }
 
@@ -193,6 +199,7 @@ impl Format {
                 | Format::KeysU32Be
                 | Format::KeysU32Le
                 | Format::Vscsi
+                | Format::Csv(_)
         )
     }
 }
@@ -443,6 +450,10 @@ fn build<'a, R: Read + Send + 'a>(
         Format::OracleGeneral => {
             no_devices(device)?;
             Ok(keep.apply(oracle::OracleReader::new(reopen()?, label)))
+        }
+        Format::Csv(spec) => {
+            no_devices(device)?;
+            text_source(spec, label, None, reopen, keep)
         }
         Format::Vscsi => {
             no_devices(device)?;
