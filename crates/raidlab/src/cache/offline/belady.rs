@@ -24,7 +24,7 @@
 //! capacity, so block mode allocates nothing per request.
 
 use crate::cache::read::list::Link;
-use crate::cache::read::slab::{impl_slot, Slab};
+use crate::cache::read::slab::{impl_slot, slab_policy_accessors, Slab};
 use crate::cache::read::{Access, ReadPolicy};
 
 /// Next use of a block not looked up again.
@@ -276,33 +276,7 @@ impl ReadPolicy for Belady {
         true
     }
 
-    fn remove(&mut self, key: u64) -> bool {
-        match self.slab.find(key) {
-            Some(id) => {
-                self.unlink(id);
-                let e = self.slab.remove(id);
-                self.used -= u64::from(e.size);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn contains(&self, key: u64) -> bool {
-        self.slab.find(key).is_some()
-    }
-
-    fn len(&self) -> usize {
-        self.slab.len()
-    }
-
-    fn used(&self) -> u64 {
-        self.used
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
+    slab_policy_accessors!();
 
     fn metadata_bytes(&self) -> usize {
         self.slab.heap_bytes()
