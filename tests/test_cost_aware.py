@@ -9,7 +9,14 @@ import pytest
 import raidlab
 from conftest import zipf_config
 
-PAIRS = [("lru", "greedydual"), ("lru", "vdf-lru"), ("clock", "vdf-clock"), ("sieve", "vdf-sieve")]
+PAIRS = [
+    ("lru", "greedydual"),
+    ("lru", "vdf-lru"),
+    ("clock", "vdf-clock"),
+    ("sieve", "vdf-sieve"),
+    ("arc", "vdf-arc"),
+    ("s3fifo", "vdf-s3fifo"),
+]
 
 
 def _metrics(policy: str, failed: list[int]) -> dict:

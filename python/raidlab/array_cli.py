@@ -308,7 +308,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     s = sub.add_parser("serve", help="serve an array over NBD (foreground; SIGINT/SIGTERM stop it cleanly)")
     s.add_argument("dir", help="array directory")
     s.add_argument("--listen", default="127.0.0.1:10809", help="HOST:PORT or unix:PATH (default 127.0.0.1:10809)")
-    s.add_argument("--cache", default=None, help="read cache policy: lru, fifo, lfu, clock, 2q, arc, mq, sieve, s3fifo, slru, lirs, wtinylfu, vdf-lru, vdf-lfu, vdf-clock, vdf-sieve, greedydual")
+    s.add_argument("--cache", default=None, help="read cache policy: lru, fifo, lfu, clock, 2q, arc, mq, sieve, s3fifo, slru, lirs, wtinylfu, vdf-lru, vdf-lfu, vdf-clock, vdf-sieve, vdf-arc, vdf-s3fifo, greedydual")
     s.add_argument("--cache-mib", type=mib_size, default=None, help="read cache size: MiB, or with a unit such as 512MiB or 2GiB (default 64)")
     s.add_argument("--rebuild-order", default="sequential", help="sequential (md) or pro (popularity-based)")
     s.add_argument("--rebuild-min-kib", type=positive_int, default=None, help="md's speed_limit_min, KiB/s per member")

@@ -36,7 +36,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from raidlab import _core, api, rapid, rapid_variants, store, wcache
+from raidlab import _core, api, cost_aware, rapid, rapid_variants, store, wcache
 from raidlab.progress import SweepBar
 from raidlab.report import Section, write_report
 from raidlab.sweep import Task, run_tasks, tasks
@@ -185,6 +185,7 @@ def reproduce(
         extra = wcache.plots(frame, runs, plan.spec, out_dir / name, f.stem)
         extra += rapid.views(frame, plan.spec, out_dir / name, f.stem)
         extra += rapid_variants.views(frame, plan.spec, out_dir / name, f.stem)
+        extra += cost_aware.views(frame, plan.spec, out_dir / name, f.stem)
         wants_series = "series_plot" in plan.spec or "series" in plan.spec
         series = runs.series_frame() if wants_series else None
         sections.append(Section(f, plan.spec, frame, plan.skipped, series, extra))

@@ -8,6 +8,7 @@ use super::{CacheSpec, Capacity, Unit, Writes};
 use crate::array::{ArraySpec, Layout, Level};
 use crate::cache::read::PolicySpec;
 use crate::error::{Error, Result};
+use crate::workload::csvtrace::CsvSpec;
 use crate::workload::{Format, OpsFilter, SourceSpec, SynthSpec, WorkloadSpec};
 
 pub(super) fn workload_spec(
@@ -89,6 +90,16 @@ pub(super) fn source_spec(
                         format!("expected one of {}, got {name:?}", quoted(Format::NAMES)),
                     )
                 })?,
+            };
+            let format = match (format, t.table("csv")?) {
+                (Format::Csv(_), Some(csv)) => Format::Csv(csv_spec(csv)?),
+                (_, Some(csv)) => {
+                    return Err(Error::config(
+                        csv.key(""),
+                        "only applies to format = \"csv\"",
+                    ))
+                }
+                (f, None) => f,
             };
             let path = PathBuf::from(path);
             let path = match base_dir {
@@ -176,6 +187,42 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
     Ok(spec)
 }
 
+/// `[workload.csv]`: libCacheSim's CSV reader parameters (`workload/csvtrace.rs`), each
+/// defaulting to its [`CsvSpec::DEFAULT`] value.
+fn csv_spec(mut t: Table<'_>) -> Result<CsvSpec> {
+    let d = CsvSpec::DEFAULT;
+    let max = u64::from(crate::workload::csvtrace::MAX_COLUMNS);
+    let delimiter_key = t.key("delimiter");
+    let delimiter = match t.str("delimiter")? {
+        None => d.delimiter,
+        Some("\\t" | "\t") => b'\t',
+        Some(s) if s.len() == 1 => s.as_bytes()[0],
+        Some(s) => {
+            return Err(Error::config(
+                delimiter_key,
+                format!("expected one character (or \"\\t\"), got {s:?}"),
+            ))
+        }
+    };
+    let spec = CsvSpec {
+        time_col: t.uint("time_col", 0, max)?.map_or(d.time_col, |v| v as u32),
+        obj_id_col: t
+            .uint("obj_id_col", 1, max)?
+            .map_or(d.obj_id_col, |v| v as u32),
+        obj_size_col: t
+            .uint("obj_size_col", 0, max)?
+            .map_or(d.obj_size_col, |v| v as u32),
+        op_col: t.uint("op_col", 0, max)?.map_or(d.op_col, |v| v as u32),
+        has_header: t.bool_or("has_header", d.has_header)?,
+        delimiter,
+        obj_id_is_num: t.bool_or("obj_id_is_num", d.obj_id_is_num)?,
+    };
+    spec.validate()
+        .map_err(|(key, msg)| Error::config(t.key(key), msg))?;
+    t.finish()?;
+    Ok(spec)
+}
+
 pub(super) fn cache_spec(mut t: Table<'_>, block_size: u32) -> Result<CacheSpec> {
     let policy_key = t.key("policy");
     let name = match t.str("policy")? {
@@ -186,8 +233,9 @@ pub(super) fn cache_spec(mut t: Table<'_>, block_size: u32) -> Result<CacheSpec>
         Error::config(
             &policy_key,
             format!(
-                "expected one of {}, got {name:?}",
-                quoted(PolicySpec::NAMES)
+                "expected one of {} or an offline bound ({}), got {name:?}",
+                quoted(PolicySpec::NAMES),
+                quoted(PolicySpec::OFFLINE_NAMES)
             ),
         )
     })?;
@@ -216,15 +264,20 @@ pub(super) fn cache_spec(mut t: Table<'_>, block_size: u32) -> Result<CacheSpec>
         q.finish()?;
     }
     if let Some(mut q) = t.table("s3fifo")? {
-        let PolicySpec::S3Fifo {
+        let (PolicySpec::S3Fifo {
             small,
             ghost,
             move_threshold,
-        } = &mut policy
+        }
+        | PolicySpec::VdfS3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        }) = &mut policy
         else {
             return Err(Error::config(
                 q.key(""),
-                "only applies to policy = \"s3fifo\"",
+                "only applies to policy = \"s3fifo\" or \"vdf-s3fifo\"",
             ));
         };
         *small = q.float("small", 0.001, 0.999)?.unwrap_or(*small);

@@ -126,11 +126,15 @@ pub fn run(
         Unit::Block => Units::Blocks,
         Unit::Object => Units::Bytes,
     };
-    let mut policy = read::build_in(&exp.cache.policy, capacity, units)?;
     let array = exp.array.as_ref().map(Array::new).transpose()?;
     let cost: &dyn MissCost = match &array {
         Some(a) => a,
         None => &UniformCost,
+    };
+    let mut policy = if exp.cache.policy.is_offline() {
+        super::offline::build(exp, &exp.cache.policy, capacity, units, cost)?
+    } else {
+        read::build_in(&exp.cache.policy, capacity, units)?
     };
     let disks = cost.disks() as usize;
     let mut m = CountMetrics {

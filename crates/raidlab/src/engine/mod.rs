@@ -7,6 +7,9 @@
 
 pub mod count;
 pub mod hierarchy;
+pub mod offline;
+#[cfg(test)]
+mod offline_tests;
 pub mod timed;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -15,8 +15,9 @@ use super::Op;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CloudPhysics;
 
-/// Direction of a SCSI opcode, `None` for commands without user data.
-fn scsi_op(code: u64) -> Option<Op> {
+/// Direction of a SCSI opcode, `None` for commands without user data (also the vscsi
+/// reader's).
+pub(super) fn scsi_op(code: u64) -> Option<Op> {
     match code {
         0x08 | 0x28 | 0xa8 | 0x88 => Some(Op::Read),
         0x0a | 0x2a | 0xaa | 0x8a => Some(Op::Write),

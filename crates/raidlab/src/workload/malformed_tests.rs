@@ -8,7 +8,7 @@ use super::sniff_tests::SAMPLES;
 use super::*;
 
 /// Every format a reader exists for.
-const FORMATS: [Format; 13] = Format::ALL;
+const FORMATS: [Format; 15] = Format::ALL;
 
 /// Drain `bytes` as `format`; on error, check it names the input and a position.
 fn check(format: Format, bytes: &[u8]) {
@@ -92,7 +92,7 @@ fn every_reader_survives_the_malformed_corpus() {
 
 #[test]
 fn each_malformed_line_kind_names_file_and_line() {
-    let cases: [(Format, &[u8], &str); 8] = [
+    let cases: [(Format, &[u8], &str); 11] = [
         (Format::Spc, b"0,1,512,r,0\n0,1,512,r\n", "bad.trace: line 2: expected at least 5 fields, found 4"),
         (Format::Msr, b"1,h,0,Read,0,-512,0\n", "bad.trace: line 1: Size: expected a non-negative integer, found `-512`"),
         (Format::MqSim, b"\n\n1 0 0 99999999999999999999 1\n", "bad.trace: line 3: size: expected a non-negative integer, found `99999999999999999999`"),
@@ -101,6 +101,9 @@ fn each_malformed_line_kind_names_file_and_line() {
         (Format::TencentCbs, b"1,0,8,0,\xff\xfe\n", "bad.trace: line 1: volume: expected a non-negative integer, found `\u{fffd}\u{fffd}`"),
         (Format::OracleGeneral, &[0u8; 30], "bad.trace: record 2: truncated record: expected 24 bytes, found 6"),
         (Format::KeysU32Le, &[0u8; 9], "bad.trace: record 3: truncated key: expected 4 bytes, found 1"),
+        (Format::Csv(crate::workload::csvtrace::CsvSpec::DEFAULT), b"1,2,3\n1,2\n", "bad.trace: line 2: expected at least 3 columns, found 2"),
+        (Format::Vscsi, &[0u8; 79], "bad.trace: record 1: not a vscsi trace: 79 bytes, fewer than the 80 of the two records its version test reads"),
+        (Format::Vscsi, b"1,0,8,0,0\n1,0,8,0,0\n1,0,8,0,0\n1,0,8,0,0\n1,0,8,0,0\n1,0,8,0,0\n1,0,8,0,0\n1,0,8,0,0\n", "bad.trace: record 1: not a vscsi trace: the first two records are neither version 1 nor version 2 (the high byte of `ver`); set `format` to this file's format"),
     ];
     for (format, bytes, want) in cases {
         let mut src = match from_bytes(format, "bad.trace", bytes, None) {

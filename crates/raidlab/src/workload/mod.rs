@@ -13,6 +13,7 @@ mod text;
 
 pub mod blkparse;
 pub mod cloudphysics;
+pub mod csvtrace;
 pub mod decompress;
 pub mod disksim;
 pub mod files;
@@ -27,6 +28,7 @@ pub mod stats;
 pub mod synth;
 pub mod systor;
 pub mod tencent;
+pub mod vscsi;
 
 #[cfg(test)]
 mod malformed_tests;
@@ -119,6 +121,10 @@ pub enum Format {
     Blkparse,
     /// Linux blkparse default text output, `D` (dispatched) events.
     BlkparseDispatch,
+    /// libCacheSim's `vscsi` binary (VMware vscsiStats, V1 32-byte or V2 40-byte records).
+    Vscsi,
+    /// libCacheSim's generic CSV reader with its column parameters (`[workload.csv]`).
+    Csv(csvtrace::CsvSpec),
 }
 
 impl Format {
@@ -137,9 +143,11 @@ impl Format {
         "keys-u32le",
         "blkparse",
         "blkparse-d",
+        "vscsi",
+        "csv",
     ];
 
-    pub(crate) const ALL: [Format; 13] = [
+    pub(crate) const ALL: [Format; 15] = [
         Format::Auto,
         Format::Spc,
         Format::Msr,
@@ -153,6 +161,8 @@ impl Format {
         Format::KeysU32Le,
         Format::Blkparse,
         Format::BlkparseDispatch,
+        Format::Vscsi,
+        Format::Csv(csvtrace::CsvSpec::DEFAULT),
     ];
 
     /// The canonical name (one of [`Format::NAMES`]).
@@ -171,6 +181,8 @@ impl Format {
             Format::KeysU32Le => "keys-u32le",
             Format::Blkparse => "blkparse",
             Format::BlkparseDispatch => "blkparse-d",
+            Format::Vscsi => "vscsi",
+            Format::Csv(_) => "csv",
         }
     }
 
@@ -197,6 +209,8 @@ impl Format {
                 | Format::CloudPhysicsCsv
                 | Format::KeysU32Be
                 | Format::KeysU32Le
+                | Format::Vscsi
+                | Format::Csv(_)
         )
     }
 }
@@ -449,6 +463,14 @@ fn build<'a, R: Read + Send + 'a>(
         Format::OracleGeneral => {
             no_devices(device)?;
             Ok(keep.apply(oracle::OracleReader::new(reopen()?, label)))
+        }
+        Format::Csv(spec) => {
+            no_devices(device)?;
+            text_source(spec, label, None, reopen, keep)
+        }
+        Format::Vscsi => {
+            no_devices(device)?;
+            Ok(keep.apply(vscsi::VscsiReader::new(reopen()?, label)?))
         }
         Format::KeysU32Be => {
             no_devices(device)?;

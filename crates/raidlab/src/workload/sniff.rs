@@ -16,8 +16,9 @@
 //! Binary heads are oracleGeneral when every 24-byte record has a plausible
 //! `next_access_vtime` (-1, `i64::MAX`, or below 2^48) and non-decreasing times; otherwise
 //! u32 keys, whose byte order is read off where the zero bytes of small numbers fall (only
-//! when the signal is clear, so random bytes are refused). Names containing
-//! `oraclegeneral`, `u32be` or `u32le` decide directly.
+//! when the signal is clear, so random bytes are refused). Between the two, vscsi when the
+//! first two records pass libCacheSim's version test (`vscsi.rs`). Names containing
+//! `oraclegeneral`, `u32be`, `u32le` or `vscsi` decide directly.
 
 use super::blkparse::Blkparse;
 use super::cloudphysics::CloudPhysics;
@@ -61,6 +62,9 @@ pub fn sniff(name: &str, head: &[u8], complete: bool) -> Result<Format> {
     }
     if base.contains("u32le") {
         return Ok(Format::KeysU32Le);
+    }
+    if base.contains("vscsi") {
+        return Ok(Format::Vscsi);
     }
     if is_text(head) || looks_textual(head) {
         let cut = if complete {
@@ -114,12 +118,16 @@ pub fn sniff(name: &str, head: &[u8], complete: bool) -> Result<Format> {
     if looks_like_oracle(head) {
         return Ok(Format::OracleGeneral);
     }
+    if super::vscsi::detect(head).is_some() {
+        return Ok(Format::Vscsi);
+    }
     if let Some(fmt) = key_order(head) {
         return Ok(fmt);
     }
     Err(fail(
         "could not recognise this binary file as a trace; tried oracleGeneral (24-byte \
-         records with plausible fields) and u32 keys (no clear byte order: small keys have \
+         records with plausible fields), vscsi (version 1 or 2 in its first two records) and \
+         u32 keys (no clear byte order: small keys have \
          zero high bytes); set `format` explicitly"
             .to_string(),
     ))

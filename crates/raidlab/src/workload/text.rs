@@ -29,6 +29,9 @@ pub trait LineFormat {
     const TICK_NS: u64 = 1;
     /// Whether records carry a device number worth laying out.
     const MULTI_DEVICE: bool;
+    /// Whether `offset_bytes` is an object key and `len_bytes` its size
+    /// ([`Addressing::Keys`]) rather than a byte range.
+    const KEYED: bool = false;
     /// Parse one line (terminator stripped). `Ok(None)` means "not a record" (a header,
     /// a blank line, an action the reader ignores); `Err` says what was expected and found.
     fn parse(&self, line_no: u64, line: &[u8]) -> Result<Option<Rec>, String>;
@@ -234,7 +237,11 @@ impl<R: BufRead, F: LineFormat> RequestSource for TextReader<R, F> {
     }
 
     fn addressing(&self) -> Addressing {
-        Addressing::Bytes
+        if F::KEYED {
+            Addressing::Keys
+        } else {
+            Addressing::Bytes
+        }
     }
 
     fn label(&self) -> &str {

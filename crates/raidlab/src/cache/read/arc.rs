@@ -28,10 +28,31 @@
 //! and object mode over N objects of 4096 bytes are therefore *different* caches for ARC
 //! (unlike LRU, LFU, CLOCK or 2Q, whose decisions do not depend on the unit); compare with
 //! libCacheSim in object mode (`capacity_bytes`).
+//!
+//! # VDF-ARC
+//!
+//! ARC has no single eviction order: which list loses an entry (T1 or T2) is REPLACE's
+//! decision, driven by `p`, and that decision is what makes ARC adaptive. VDF-ARC leaves it
+//! alone and weighs cost only *within* the chosen list, the way VDF-CLOCK does within its
+//! ring: the chosen list's LRU entry, if its current miss cost (`cost.cost_of(key)`, read at
+//! that moment, never cached) is `MP` and it has made fewer than `MP - 1` extra trips, is
+//! moved to the list's MRU end with one more trip counted (not a hit: no promotion to T2, no
+//! change to `p`), and the next LRU entry is examined. A trip through an LRU list is the unit
+//! in which the list measures age, so an entry of the failed disk of an n-disk RAID-5 leaves
+//! only after staying unreferenced for `n - 1` traversals: VDF's "largest `age / MP` first"
+//! rule in the list's own units. A hit resets the trips. The victim then enters B1 or B2
+//! exactly as in ARC, so the ghost lists still record what the cache chose to forget.
+//!
+//! Why not a bounded window at the LRU end compared by `age / MP`: once a few expensive
+//! entries sit in the window it holds only them and the weighting stops acting, while trips
+//! keep acting whatever the mix. The search is bounded: each re-queue raises one entry's
+//! trips towards its bounded `MP - 1`, and an entry with none left is the victim. While
+//! `cost.degraded()` is false no entry makes a trip and VDF-ARC is ARC exactly (property
+//! test). It takes no part in the unit-of-`p` discussion above: trips do not move `p`.
 
 use super::list::{Link, List};
 use super::slab::Slab;
-use super::{Access, ReadPolicy};
+use super::{Access, MissCost, ReadPolicy};
 
 const T1: u8 = 0;
 const T2: u8 = 1;
@@ -44,6 +65,8 @@ struct Entry {
     link: Link,
     size: u32,
     list: u8,
+    /// VDF-ARC: extra trips through its list made unreferenced since the last access.
+    trips: u16,
 }
 
 impl_slot!(Entry);
@@ -68,11 +91,23 @@ pub struct Arc {
     ghost_hit: Option<GhostHit>,
     resident: usize,
     capacity: u64,
+    /// VDF-ARC: the victim's list gives its expensive LRU entries `cost - 1` extra trips.
+    weighted: bool,
 }
 
 impl Arc {
     /// `capacity` units; room for `entries` entries (resident + ghost) before growing.
     pub fn new(capacity: u64, entries: usize) -> Self {
+        Self::with_weighting(capacity, entries, false)
+    }
+
+    /// VDF-ARC: ARC whose unreferenced expensive entries make `cost - 1` extra trips through
+    /// the list REPLACE chose before they leave it.
+    pub fn vdf(capacity: u64, entries: usize) -> Self {
+        Self::with_weighting(capacity, entries, true)
+    }
+
+    fn with_weighting(capacity: u64, entries: usize, weighted: bool) -> Self {
         Arc {
             slab: Slab::with_capacity(entries),
             lists: [List::new(); 4],
@@ -81,6 +116,7 @@ impl Arc {
             ghost_hit: None,
             resident: 0,
             capacity,
+            weighted,
         }
     }
 
@@ -111,9 +147,28 @@ impl Arc {
         }
     }
 
-    /// Move the LRU entry of resident list `from` to the MRU end of ghost list `to`.
-    fn demote(&mut self, from: u8, to: u8, evicted: &mut Vec<u64>) {
-        if let Some(id) = self.lists[from as usize].back() {
+    /// The entry resident list `list` gives up: its LRU entry, or (VDF-ARC, degraded) the
+    /// first from the LRU end with no extra trip left, after re-queueing those with one.
+    /// Terminates: each re-queue raises one entry's trips towards its bounded `cost - 1`.
+    fn victim(&mut self, list: u8, cost: &dyn MissCost) -> Option<u32> {
+        let weighted = self.weighted && cost.degraded();
+        loop {
+            let id = self.lists[list as usize].back()?;
+            if !weighted {
+                return Some(id);
+            }
+            let e = self.slab.get_mut(id);
+            if u32::from(e.trips) + 1 >= cost.cost_of(e.key) {
+                return Some(id);
+            }
+            e.trips = e.trips.saturating_add(1);
+            self.lists[list as usize].move_to_front(self.slab.nodes(), id);
+        }
+    }
+
+    /// Move the victim of resident list `from` to the MRU end of ghost list `to`.
+    fn demote(&mut self, from: u8, to: u8, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
+        if let Some(id) = self.victim(from, cost) {
             self.unlink(id);
             self.push_front(id, to);
             self.resident -= 1;
@@ -122,39 +177,39 @@ impl Arc {
     }
 
     /// REPLACE of the paper, in libCacheSim's variable-size form.
-    fn replace(&mut self, hit_b2: bool, evicted: &mut Vec<u64>) {
+    fn replace(&mut self, hit_b2: bool, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         let t1 = self.sizes[T1 as usize];
         let t1f = t1 as f64;
         let from_t1 =
             (t1 > 0 && (t1f > self.p || (t1f == self.p && hit_b2))) || self.sizes[T2 as usize] == 0;
         if from_t1 {
-            self.demote(T1, B1, evicted);
+            self.demote(T1, B1, cost, evicted);
         } else {
-            self.demote(T2, B2, evicted);
+            self.demote(T2, B2, cost, evicted);
         }
     }
 
     /// Make room on a miss that was in no list ("case IV").
-    fn evict_cold_miss(&mut self, size: u64, evicted: &mut Vec<u64>) {
+    fn evict_cold_miss(&mut self, size: u64, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         let [t1, t2, b1, b2] = self.sizes;
         if t1 + b1 + size > self.capacity {
             if b1 > 0 {
                 self.drop_ghost(B1);
-                self.replace(false, evicted);
-            } else if let Some(id) = self.lists[T1 as usize].back() {
+                self.replace(false, cost, evicted);
+            } else if let Some(id) = self.victim(T1, cost) {
                 // T1 alone fills the cache: evict its LRU without remembering it.
                 self.unlink(id);
                 let e = self.slab.remove(id);
                 self.resident -= 1;
                 evicted.push(e.key);
             } else {
-                self.replace(false, evicted);
+                self.replace(false, cost, evicted);
             }
         } else {
             if t1 + t2 + b1 + b2 >= 2 * self.capacity && b2 > 0 {
                 self.drop_ghost(B2);
             }
-            self.replace(false, evicted);
+            self.replace(false, cost, evicted);
         }
     }
 
@@ -166,7 +221,11 @@ impl Arc {
 
 impl ReadPolicy for Arc {
     fn name(&self) -> &'static str {
-        "arc"
+        if self.weighted {
+            "vdf-arc"
+        } else {
+            "arc"
+        }
     }
 
     #[inline]
@@ -175,8 +234,10 @@ impl ReadPolicy for Arc {
         let Some(id) = self.slab.find(acc.key) else {
             return false;
         };
-        let e = *self.slab.get(id);
-        match e.list {
+        let e = self.slab.get_mut(id);
+        e.trips = 0;
+        let list = e.list;
+        match list {
             T1 => {
                 self.unlink(id);
                 self.push_front(id, T2);
@@ -224,8 +285,8 @@ impl ReadPolicy for Arc {
         while self.used_units() + size > self.capacity {
             let before = self.resident;
             match ghost {
-                Some(g) => self.replace(g.in_b2, evicted),
-                None => self.evict_cold_miss(size, evicted),
+                Some(g) => self.replace(g.in_b2, acc.cost, evicted),
+                None => self.evict_cold_miss(size, acc.cost, evicted),
             }
             if self.resident == before && self.resident == 0 {
                 break;
@@ -236,6 +297,7 @@ impl ReadPolicy for Arc {
             link: Link::DETACHED,
             size: acc.size,
             list: T1,
+            trips: 0,
         });
         self.push_front(id, if ghost.is_some() { T2 } else { T1 });
         self.resident += 1;
@@ -256,7 +318,8 @@ impl ReadPolicy for Arc {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::{run_evictions, step};
+    use super::super::testutil::{raid6, run_costed, run_evictions, step};
+    use super::super::vdf::tests::Raid5;
     use super::super::UniformCost;
     use super::*;
 
@@ -324,5 +387,52 @@ mod tests {
         let mut b = Arc::new(2, 4);
         let (hb, _) = run_evictions(&mut b, &keys);
         assert_eq!(hb, [false, false, true, false, false, false, false, false]);
+    }
+
+    #[test]
+    fn vdf_arc_on_a_degraded_raid5() {
+        // 3-disk RAID-5, disk 0 failed: keys 0 and 3 cost 2, the others 1. c = 2; `(t)` =
+        // extra trips made.
+        //  0 1 miss                       T1=[1 0]
+        //  2 miss, case IV with B1 empty: T1's victim. LRU 0 costs 2, no trip yet: to the
+        //    MRU end with one trip; LRU 1 costs 1: evicted (no ghost)   T1=[2 0(1)]
+        //  0 hit -> T2                    T1=[2] T2=[0]
+        //  3 miss: |T1|+|B1|+1 = 2 <= c, REPLACE: |T1| = 1 > p = 0 -> T1's victim 2 to B1
+        //                                 T1=[3] T2=[0] B1=[2]
+        //  2 miss, ghost hit in B1: p = 1; REPLACE: |T1| == p, not a B2 hit -> T2: its LRU 0
+        //    makes its one trip (alone in T2, it is its own LRU again), then goes to B2
+        // Plain ARC evicts 0 at the first miss and misses it at the fourth request.
+        let cost = Raid5 {
+            disks: 3,
+            failed: Some(0),
+        };
+        let keys = [0, 1, 2, 0, 3, 2];
+        let (h, ev) = run_costed(&mut Arc::vdf(2, 4), &keys, &cost);
+        assert_eq!(h, [false, false, false, true, false, false]);
+        assert_eq!(ev, [1, 2, 0]);
+        let (h, ev) = run_costed(&mut Arc::new(2, 4), &keys, &cost);
+        assert_eq!(h, [false; 6]);
+        assert_eq!(ev, [0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn vdf_arc_on_raid6_with_two_failed_disks() {
+        // 6-disk RAID-6, disks 0 and 1 failed: 0 costs 4; 1 2 3 6 7 8 cost 1 (testutil). c = 3.
+        //  0 1 2 miss                     T1=[2 1 0]
+        //  3 miss, case IV with B1 empty: LRU 0 (cost 4) makes trip 1 of 3; LRU 1 goes
+        //                                 T1=[3 0(1) 2]
+        //  6 miss: LRU 2 goes             T1=[6 3 0(1)]
+        //  0 hit -> T2                    T1=[6 3] T2=[0]
+        //  7 miss: |T1|+|B1|+1 = 3 <= c, REPLACE: |T1| = 2 > p = 0 -> 3 to B1
+        //  8 miss: |T1|+|B1|+1 = 4 > c, B1 not empty: drop ghost 3, REPLACE -> 6 to B1
+        // Plain ARC evicts 0, 1, 2 in turn and misses 0 at its second request.
+        let cost = raid6(&[0, 1]);
+        let keys = [0, 1, 2, 3, 6, 0, 7, 8];
+        let (h, ev) = run_costed(&mut Arc::vdf(3, 6), &keys, &cost);
+        assert_eq!(h, [false, false, false, false, false, true, false, false]);
+        assert_eq!(ev, [1, 2, 3, 6]);
+        let (h, ev) = run_costed(&mut Arc::new(3, 6), &keys, &cost);
+        assert_eq!(h, [false; 8]);
+        assert_eq!(ev, [0, 1, 2, 3, 6]);
     }
 }

@@ -176,15 +176,7 @@ mod tests {
     use super::super::vdf::tests::Raid5;
     use super::*;
 
-    fn run(p: &mut GreedyDual, keys: &[u64], cost: &Raid5) -> (Vec<bool>, Vec<u64>) {
-        let mut ev = Vec::new();
-        let h = keys
-            .iter()
-            .enumerate()
-            .map(|(i, &k)| step(p, k, 1, i as u64, cost, &mut ev))
-            .collect();
-        (h, ev)
-    }
+    use super::super::testutil::run_costed as run;
 
     #[test]
     fn raid5_with_a_failed_disk() {

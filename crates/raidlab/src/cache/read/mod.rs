@@ -19,7 +19,7 @@ mod freq;
 pub(crate) mod list;
 mod queue;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 pub mod arc;
 pub mod clock;
@@ -224,6 +224,15 @@ pub enum PolicySpec {
     VdfClock,
     /// SIEVE whose unvisited blocks wait `cost - 1` extra passes of the hand (VDF-style).
     VdfSieve,
+    /// ARC whose chosen list gives unreferenced blocks `cost - 1` extra trips (VDF-style).
+    VdfArc,
+    /// S3-FIFO whose queues give leaving blocks `cost - 1` extra trips (VDF-style), with
+    /// S3-FIFO's tunables.
+    VdfS3Fifo {
+        small: f64,
+        ghost: f64,
+        move_threshold: u8,
+    },
     /// DEMOTE (Wong and Wilkes): demoted blocks at MRU, blocks read by the host at LRU.
     Demote,
     /// X-RAY: exclusive caching from inferred FS cache contents; needs a `[host]` run.
@@ -234,6 +243,12 @@ pub enum PolicySpec {
         refresh_ns: u64,
         placement: xray::Placement,
     },
+    /// Belady's OPT (`cache/offline`): counting mode only, it needs the future.
+    Opt,
+    /// The cost-aware offline optimum (min-cost flow): counting mode, block mode only.
+    OptCost,
+    /// The cost-aware Belady heuristic: counting mode only.
+    BeladyCost,
 }
 
 impl PolicySpec {
@@ -268,15 +283,36 @@ impl PolicySpec {
             "greedydual" | "gd" => PolicySpec::GreedyDual,
             "vdf-clock" => PolicySpec::VdfClock,
             "vdf-sieve" => PolicySpec::VdfSieve,
+            "vdf-arc" => PolicySpec::VdfArc,
+            "vdf-s3fifo" | "vdf-s3-fifo" => PolicySpec::VdfS3Fifo {
+                small: 0.1,
+                ghost: 0.9,
+                move_threshold: 2,
+            },
             "demote" => PolicySpec::Demote,
             "xray" => PolicySpec::Xray {
                 threshold: 2,
                 refresh_ns: 100_000_000,
                 placement: xray::Placement::Unlimited,
             },
+            "opt" | "belady" => PolicySpec::Opt,
+            "opt-cost" => PolicySpec::OptCost,
+            "belady-cost" => PolicySpec::BeladyCost,
             _ => return None,
         })
     }
+
+    /// Whether the policy is an offline bound, which only counting mode can replay.
+    pub fn is_offline(&self) -> bool {
+        matches!(
+            self,
+            PolicySpec::Opt | PolicySpec::OptCost | PolicySpec::BeladyCost
+        )
+    }
+
+    /// Names of the offline bounds (`cache/offline`), accepted by counting mode only and kept
+    /// out of [`PolicySpec::NAMES`], the policies every engine and the store can run.
+    pub const OFFLINE_NAMES: &'static [&'static str] = &["opt", "opt-cost", "belady-cost"];
 
     /// Whether the policy implements [`ReadPolicy::evict_one`] (a unified cache needs it).
     pub fn evicts_one(&self) -> bool {
@@ -311,6 +347,8 @@ impl PolicySpec {
         "vdf-lfu",
         "vdf-clock",
         "vdf-sieve",
+        "vdf-arc",
+        "vdf-s3fifo",
         "greedydual",
         "demote",
         "xray",
@@ -363,7 +401,7 @@ pub fn build_in(
             }
             1.0 + kout
         }
-        PolicySpec::Arc => 2.0,
+        PolicySpec::Arc | PolicySpec::VdfArc => 2.0,
         // Resident entries plus ghosts in S, which is bounded by twice the capacity.
         PolicySpec::Lirs => 3.0,
         PolicySpec::Mq {
@@ -383,6 +421,11 @@ pub fn build_in(
             1.0 + f64::from(*history_factor)
         }
         PolicySpec::S3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        }
+        | PolicySpec::VdfS3Fifo {
             small,
             ghost,
             move_threshold,
@@ -432,6 +475,7 @@ pub fn build_in(
         PolicySpec::Clock => Box::new(clock::Clock::new(capacity, entries)),
         PolicySpec::TwoQ { kin, kout } => Box::new(twoq::TwoQ::new(capacity, *kin, *kout, entries)),
         PolicySpec::Arc => Box::new(arc::Arc::new(capacity, entries)),
+        PolicySpec::VdfArc => Box::new(arc::Arc::vdf(capacity, entries)),
         PolicySpec::Mq {
             queues,
             lifetime,
@@ -459,6 +503,17 @@ pub fn build_in(
             *move_threshold,
             entries,
         )),
+        PolicySpec::VdfS3Fifo {
+            small,
+            ghost,
+            move_threshold,
+        } => Box::new(s3fifo::S3Fifo::vdf(
+            capacity,
+            *small,
+            *ghost,
+            *move_threshold,
+            entries,
+        )),
         PolicySpec::Slru { segments } => Box::new(slru::Slru::new(capacity, *segments, entries)),
         PolicySpec::GreedyDual => Box::new(greedydual::GreedyDual::new(capacity, entries)),
         PolicySpec::Lirs => Box::new(lirs::Lirs::new(capacity, entries)),
@@ -473,6 +528,13 @@ pub fn build_in(
                 "cache.policy",
                 "\"xray\" infers the host's cache from file-system traffic: it needs a [host] \
                  table and a file-level workload ([workload.files])",
+            ))
+        }
+        PolicySpec::Opt | PolicySpec::OptCost | PolicySpec::BeladyCost => {
+            return Err(Error::config(
+                "cache.policy",
+                "an offline bound needs the whole trace in advance and a constant array \
+                 mode: counting mode only ([run] mode = \"count\")",
             ))
         }
     })

@@ -1,6 +1,6 @@
 //! Property tests: the contract invariants of [`ReadPolicy`] for every policy on random
 //! streams, and the cost-aware policies' "exactly the base policy while healthy" property
-//! (VDF-LRU, VDF-LFU, VDF-CLOCK, VDF-SIEVE, and GreedyDual, which is LRU at uniform cost).
+//! (VDF-LRU, VDF-LFU, VDF-CLOCK, VDF-SIEVE, VDF-ARC, VDF-S3FIFO, and GreedyDual, which is LRU at uniform cost).
 
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ fn all_specs() -> Vec<PolicySpec> {
         .iter()
         .map(|n| PolicySpec::from_name(n).expect("listed name"))
         // X-RAY is not a block-stream policy (it needs the host's file-system traffic).
-        .filter(|s| !matches!(s, PolicySpec::Xray { .. }))
+        .filter(|s| !matches!(s, PolicySpec::Xray { .. }) && !s.is_offline())
         .collect();
     // MQ with a short lifetime so that expiry paths run.
     v.push(PolicySpec::Mq {
@@ -142,6 +142,11 @@ proptest! {
             (PolicySpec::VdfLfu, PolicySpec::Lfu),
             (PolicySpec::VdfClock, PolicySpec::Clock),
             (PolicySpec::VdfSieve, PolicySpec::Sieve),
+            (PolicySpec::VdfArc, PolicySpec::Arc),
+            (
+                PolicySpec::from_name("vdf-s3fifo").expect("listed"),
+                PolicySpec::from_name("s3fifo").expect("listed"),
+            ),
             (PolicySpec::GreedyDual, PolicySpec::Lru),
         ] {
             let mut a = build_in(&vdf, cap, Units::Bytes).expect("valid");

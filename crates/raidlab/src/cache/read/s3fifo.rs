@@ -37,10 +37,27 @@
 //! enters M instead, and one of exactly S's size enters S, so every entry that fits in the
 //! cache is cached, as [`ReadPolicy::insert`] promises. On the cross-check traces no entry
 //! is that large (and block-mode caches are at least 20 blocks), so the miss counts agree.
+//!
+//! # VDF-S3FIFO
+//!
+//! S3-FIFO has no single eviction order either: whether S or M gives up an entry is decided by
+//! their sizes, and that split (a quick filter for one-hit wonders, a long CLOCK for the rest)
+//! is the algorithm. VDF-S3FIFO keeps the decision and weighs cost inside each queue, the
+//! VDF-CLOCK way: an entry that would leave (S's tail below the move threshold, M's tail with
+//! count 0) whose current miss cost (`cost.cost_of(key)`, read then, never cached) is `MP`
+//! and that has made fewer than `MP - 1` extra trips is re-queued at the head of *its own*
+//! queue with one more trip counted, and the next tail is examined. So an expensive block
+//! gets `MP` trips through S to earn its move to M (rather than skipping the filter, which
+//! would let every cold block of the failed disk crowd M), and `MP` rotations of M's clock
+//! once its count has run down. Re-queued S entries keep their count, so hits from all trips
+//! add up towards the threshold; a hit resets the trips, and a move to M clears them. The
+//! victim of S still goes to G. Each re-queue raises one entry's trips towards its bounded
+//! `MP - 1`, so the search ends. While `cost.degraded()` is false nothing makes a trip and
+//! VDF-S3FIFO is S3-FIFO exactly (property test).
 
 use super::list::{Link, List};
 use super::slab::Slab;
-use super::{Access, ReadPolicy};
+use super::{Access, MissCost, ReadPolicy};
 
 const SMALL: u8 = 0;
 const MAIN: u8 = 1;
@@ -53,6 +70,8 @@ struct Entry {
     size: u32,
     queue: u8,
     count: u8,
+    /// VDF-S3FIFO: extra trips through its queue made unreferenced since the last access.
+    trips: u16,
 }
 
 impl_slot!(Entry);
@@ -80,12 +99,30 @@ pub struct S3Fifo {
     ghost_hit: Option<GhostHit>,
     resident: usize,
     capacity: u64,
+    /// VDF-S3FIFO: entries about to leave a queue get `cost - 1` extra trips through it.
+    weighted: bool,
 }
 
 impl S3Fifo {
     /// `capacity` units; S holds `small` of it, G `ghost` of it; an entry in S with count
     /// `move_threshold` moves to M. Room for `entries` entries (resident + ghost).
     pub fn new(capacity: u64, small: f64, ghost: f64, move_threshold: u8, entries: usize) -> Self {
+        Self::with_weighting(capacity, small, ghost, move_threshold, entries, false)
+    }
+
+    /// VDF-S3FIFO with S3-FIFO's tunables (see [`S3Fifo::new`]).
+    pub fn vdf(capacity: u64, small: f64, ghost: f64, move_threshold: u8, entries: usize) -> Self {
+        Self::with_weighting(capacity, small, ghost, move_threshold, entries, true)
+    }
+
+    fn with_weighting(
+        capacity: u64,
+        small: f64,
+        ghost: f64,
+        move_threshold: u8,
+        entries: usize,
+        weighted: bool,
+    ) -> Self {
         let small_cap = (capacity as f64 * small) as u64;
         S3Fifo {
             slab: Slab::with_capacity(entries),
@@ -99,6 +136,7 @@ impl S3Fifo {
             ghost_hit: None,
             resident: 0,
             capacity,
+            weighted,
         }
     }
 
@@ -114,6 +152,7 @@ impl S3Fifo {
         let e = self.slab.get_mut(id);
         e.queue = queue;
         e.count = count;
+        e.trips = 0;
         let size = u64::from(e.size);
         self.queues[queue as usize].push_front(self.slab.nodes(), id);
         self.sizes[queue as usize] += size;
@@ -143,10 +182,28 @@ impl S3Fifo {
         self.push_front(id, GHOST, 0);
     }
 
-    /// Evict from S: move tails that earned it to M, send the first that did not to G.
-    /// Evicts nothing when every entry of S moves.
-    fn evict_small(&mut self, evicted: &mut Vec<u64>) {
+    /// VDF-S3FIFO: whether `id`, about to leave its queue, instead makes another trip
+    /// through it (re-queued at the head, count kept, one more trip counted).
+    fn another_trip(&mut self, id: u32, cost: Option<&dyn MissCost>) -> bool {
+        let Some(cost) = cost else {
+            return false;
+        };
+        let e = *self.slab.get(id);
+        if u32::from(e.trips) + 1 >= cost.cost_of(e.key) {
+            return false;
+        }
+        self.queues[e.queue as usize].move_to_front(self.slab.nodes(), id);
+        self.slab.get_mut(id).trips = e.trips.saturating_add(1);
+        true
+    }
+
+    /// Evict from S: move tails that earned it to M, send the first that did not (and, VDF,
+    /// has no trip left) to G. Evicts nothing when every entry of S moves.
+    fn evict_small(&mut self, cost: Option<&dyn MissCost>, evicted: &mut Vec<u64>) {
         while let Some(id) = self.queues[SMALL as usize].back() {
+            if self.slab.get(id).count < self.move_threshold && self.another_trip(id, cost) {
+                continue;
+            }
             let e = self.unlink(id);
             if e.count >= self.move_threshold {
                 self.push_front(id, MAIN, 0);
@@ -158,9 +215,13 @@ impl S3Fifo {
         }
     }
 
-    /// Evict from M, a CLOCK with a 2-bit counter. Terminates: each re-queue lowers a count.
-    fn evict_main(&mut self, evicted: &mut Vec<u64>) {
+    /// Evict from M, a CLOCK with a 2-bit counter. Terminates: each re-queue lowers a count
+    /// or (VDF) raises bounded trips.
+    fn evict_main(&mut self, cost: Option<&dyn MissCost>, evicted: &mut Vec<u64>) {
         while let Some(id) = self.queues[MAIN as usize].back() {
+            if self.slab.get(id).count == 0 && self.another_trip(id, cost) {
+                continue;
+            }
             let e = self.unlink(id);
             if e.count >= 1 {
                 self.push_front(id, MAIN, e.count.min(3) - 1);
@@ -173,19 +234,24 @@ impl S3Fifo {
         }
     }
 
-    fn evict(&mut self, evicted: &mut Vec<u64>) {
+    fn evict(&mut self, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         self.has_evicted = true;
+        let cost = Some(cost).filter(|c| self.weighted && c.degraded());
         if self.sizes[MAIN as usize] > self.main_cap || self.queues[SMALL as usize].is_empty() {
-            self.evict_main(evicted);
+            self.evict_main(cost, evicted);
         } else {
-            self.evict_small(evicted);
+            self.evict_small(cost, evicted);
         }
     }
 }
 
 impl ReadPolicy for S3Fifo {
     fn name(&self) -> &'static str {
-        "s3fifo"
+        if self.weighted {
+            "vdf-s3fifo"
+        } else {
+            "s3fifo"
+        }
     }
 
     #[inline]
@@ -199,6 +265,7 @@ impl ReadPolicy for S3Fifo {
             // Saturating: main's re-queue takes `min(count, 3) - 1` and the move
             // threshold is a `u8`, so a count stuck at 255 decides the same as a larger one.
             e.count = e.count.saturating_add(1);
+            e.trips = 0;
             return true;
         }
         self.unlink(id);
@@ -222,7 +289,7 @@ impl ReadPolicy for S3Fifo {
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
         while self.used_units() + size > self.capacity {
             let before = self.resident;
-            self.evict(evicted);
+            self.evict(acc.cost, evicted);
             if before == 0 {
                 break;
             }
@@ -241,6 +308,7 @@ impl ReadPolicy for S3Fifo {
             size: acc.size,
             queue,
             count: 0,
+            trips: 0,
         });
         self.push_front(id, queue, 0);
         self.resident += 1;
@@ -261,7 +329,8 @@ impl ReadPolicy for S3Fifo {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testutil::{hits, run_evictions};
+    use super::super::testutil::{hits, raid6, run_costed, run_evictions};
+    use super::super::vdf::tests::Raid5;
     use super::*;
 
     #[test]
@@ -324,5 +393,71 @@ mod tests {
         assert!(p.contains(1) && p.contains(2));
         assert_eq!(p.used(), 16);
         assert_eq!(p.sizes, [5, 11, 0]);
+    }
+
+    #[test]
+    fn vdf_s3fifo_on_a_degraded_raid5() {
+        // 3-disk RAID-5, disk 0 failed: keys divisible by 3 cost 2. Capacity 20 (S = 2,
+        // M = 18). `(t)` = extra trips made.
+        //  0..19 miss (warm-up)              S=[1 0]  M=[19 .. 2]
+        //  20: from S. Tail 0 (cost 2) makes its trip: S=[0(1) 1]; tail 1 goes to G
+        //                                    S=[20 0(1)]
+        //  21: tail 0 has no trip left: to G S=[21 20]
+        //  1: found in G, enters M. From S: tail 20 to G    M=[1 19 .. 2] (19)
+        //  22: M over its share: its tail 2 (count 0, cost 1) goes
+        //  23: from S: tail 21 (cost 2) makes its trip; tail 22 to G   S=[23 21(1)]
+        //  24: tail 21 to G                  S=[24 23]
+        //  0: found in G, enters M; from S: tail 23 to G   M=[0 1 19 .. 3] (19)
+        //  25: M over its share: tail 3 (count 0, cost 2) makes its trip, tail 4 goes
+        // Plain S3-FIFO evicts 0 and 21 a request earlier and 3 instead of 4.
+        let cost = Raid5 {
+            disks: 3,
+            failed: Some(0),
+        };
+        let mut keys: Vec<u64> = (0..20).collect();
+        keys.extend([20, 21, 1, 22, 23, 24, 0, 25]);
+        let mut p = S3Fifo::vdf(20, 0.1, 0.9, 2, 64);
+        let (h, ev) = run_costed(&mut p, &keys, &cost);
+        assert!(h.iter().all(|&x| !x));
+        assert_eq!(ev, [1, 0, 20, 2, 22, 21, 23, 4]);
+        assert!(p.contains(3));
+        let (h, ev) = run_costed(&mut S3Fifo::new(20, 0.1, 0.9, 2, 64), &keys, &cost);
+        assert!(h.iter().all(|&x| !x));
+        assert_eq!(ev, [0, 1, 20, 2, 21, 22, 23, 3]);
+    }
+
+    #[test]
+    fn vdf_s3fifo_on_raid6_with_two_failed_disks() {
+        // 6-disk RAID-6, disks 0 and 1 failed: 0 costs 4, 1 and 20..23 cost 1. Capacity 20.
+        //  0..19 miss (warm-up)              S=[1 0]  M=[19 .. 2]
+        //  20: tail 0 makes trip 1 of 3; 1 to G   S=[20 0(1)]
+        //  21: trip 2; 20 to G               S=[21 0(2)]
+        //  22: trip 3; 21 to G               S=[22 0(3)]
+        //  23: 0 has no trip left: to G      S=[23 22]
+        //  0: found in G, enters M; from S, 22 to G
+        // Plain S3-FIFO sends 0 to G at once.
+        let cost = raid6(&[0, 1]);
+        let mut keys: Vec<u64> = (0..20).collect();
+        keys.extend([20, 21, 22, 23, 0]);
+        let (h, ev) = run_costed(&mut S3Fifo::vdf(20, 0.1, 0.9, 2, 64), &keys, &cost);
+        assert!(h.iter().all(|&x| !x));
+        assert_eq!(ev, [1, 20, 21, 0, 22]);
+        let (_, ev) = run_costed(&mut S3Fifo::new(20, 0.1, 0.9, 2, 64), &keys, &cost);
+        assert_eq!(ev, [0, 1, 20, 21, 22]);
+    }
+
+    #[test]
+    fn a_hit_resets_the_trips() {
+        // Degraded 3-disk RAID-5 (0 costs 2), capacity 20. After 20, 0 has made its trip;
+        // a hit on 0 (count 1, trips 0) earns it another before G: 21 evicts 20, not 0.
+        let cost = Raid5 {
+            disks: 3,
+            failed: Some(0),
+        };
+        let mut keys: Vec<u64> = (0..20).collect();
+        keys.extend([20, 0, 21]);
+        let (h, ev) = run_costed(&mut S3Fifo::vdf(20, 0.1, 0.9, 2, 64), &keys, &cost);
+        assert!(h[21]);
+        assert_eq!(ev, [1, 20]);
     }
 }

@@ -77,6 +77,7 @@ macro_rules! slab_policy_accessors {
         }
     };
 }
+pub(crate) use slab_policy_accessors;
 
 /// The `ReadPolicy` accessors of a policy that keeps ghost (non-resident) entries in its
 /// `slab` next to the resident ones (ARC, 2Q, MQ): `remove` and `contains` see only entries

@@ -43,3 +43,44 @@ pub(crate) fn run_evictions(p: &mut dyn ReadPolicy, keys: &[u64]) -> (Vec<bool>,
         .collect();
     (h, ev)
 }
+
+/// Hit sequence and evicted keys of unit-size requests priced by `cost`.
+pub(crate) fn run_costed(
+    p: &mut dyn ReadPolicy,
+    keys: &[u64],
+    cost: &dyn MissCost,
+) -> (Vec<bool>, Vec<u64>) {
+    let mut ev = Vec::new();
+    let h = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| step(p, k, 1, i as u64, cost, &mut ev))
+        .collect();
+    (h, ev)
+}
+
+/// A 6-disk left-symmetric RAID-6 with one-block stripe units and disks `failed` failed: the
+/// array's own miss-cost oracle (a block of a failed disk costs n - 2 = 4).
+pub(crate) fn raid6(failed: &[u32]) -> crate::array::Array {
+    use crate::array::{Array, ArraySpec, Layout, Level};
+    Array::new(&ArraySpec {
+        level: Level::Raid6,
+        disks: 6,
+        stripe_unit_bytes: 4096,
+        layout: Layout::LeftSymmetric,
+        failed: failed.to_vec(),
+        block_size: 4096,
+    })
+    .expect("valid array")
+}
+
+#[test]
+fn raid6_two_failed_costs() {
+    // The oracle the RAID-6 worked examples use: blocks 0..3 sit on disks 1..4, 4..7 on
+    // disks 0..3, 8..11 on disks 5, 0, 1, 2. Those on disks 0 and 1 cost n - 2 = 4.
+    let a = raid6(&[0, 1]);
+    let disks: Vec<u32> = (0..12).map(|k| a.disk_of(k)).collect();
+    assert_eq!(disks, [1, 2, 3, 4, 0, 1, 2, 3, 5, 0, 1, 2]);
+    let costs: Vec<u32> = (0..12).map(|k| a.cost_of(k)).collect();
+    assert_eq!(costs, [4, 1, 1, 1, 4, 4, 1, 1, 1, 4, 4, 1]);
+}

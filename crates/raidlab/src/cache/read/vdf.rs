@@ -298,15 +298,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn run(p: &mut dyn ReadPolicy, keys: &[u64], cost: &Raid5) -> (Vec<bool>, Vec<u64>) {
-        let mut ev = Vec::new();
-        let h = keys
-            .iter()
-            .enumerate()
-            .map(|(i, &k)| step(p, k, 1, i as u64, cost, &mut ev))
-            .collect();
-        (h, ev)
-    }
+    use super::super::testutil::run_costed as run;
 
     const DEGRADED: Raid5 = Raid5 {
         disks: 3,
