@@ -27,7 +27,10 @@ def test_vdf_serves_faster_than_its_base_policy() -> None:
             continue
         if tree["array"]["disks"] not in (5, 8) or tree["cache"]["capacity_blocks"] != 131072:
             continue
+        if tree["run"]["seed"] != 1:
+            continue
         tree["workload"]["synthetic"].update(keys=200_000, requests=400_000)
+        tree["run"]["warmup_s"] = 30.0  # scaled with the stream: the cache fills first
         tree["cache"]["capacity_blocks"] = 12_500
         trees.append(tree)
     assert len(trees) == 8
