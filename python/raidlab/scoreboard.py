@@ -37,6 +37,7 @@ class Score:
     raidlab_hw: float | None
     seeds: int
     stat: str
+    report: str  # the report holding the verdict, relative to the output directory
 
     @property
     def agrees(self) -> bool | None:
@@ -59,15 +60,16 @@ def claims_of(experiments: Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def measured(out_dir: Path, stem: str) -> list[dict[str, Any]]:
-    """The verdicts a reproduction wrote for the experiment file ``stem`` (from any report
-    under ``out_dir`` that ran it), newest report first."""
+def measured(out_dir: Path) -> list[dict[str, Any]]:
+    """Every verdict the reports under ``out_dir`` wrote, newest report first, each with the
+    report it came from (``report``, relative to ``out_dir``)."""
     rows: list[dict[str, Any]] = []
     for path in sorted(out_dir.glob("*/claims.json"), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            rows.extend(r for r in json.loads(path.read_text(encoding="utf-8")) if r.get("file") == f"{stem}.toml")
+            found = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        rows.extend({**r, "report": f"{path.parent.name}/report.html"} for r in found)
     return rows
 
 
@@ -88,7 +90,9 @@ def score(stem: str, e: dict[str, Any], rows: list[dict[str, Any]]) -> Score:
     hit = max(hits, key=lambda r: r["best"] if r["best"] is not None else -math.inf) if hits and stat == "best" else (hits[0] if hits else None)
     value = hw = None
     seeds = 0
+    report = f"{stem}/report.html"
     if hit is not None:
+        report = hit["report"]
         value = hit["best"] if stat == "best" else hit["median"]
         hw = hit["best_hw"] if stat == "best" else None
         seeds = int(hit.get("seeds", 1))
@@ -102,17 +106,14 @@ def score(stem: str, e: dict[str, Any], rows: list[dict[str, Any]]) -> Score:
         raidlab_hw=hw,
         seeds=seeds,
         stat=stat,
+        report=report,
     )
 
 
 def scoreboard(experiments: Path, out_dir: Path) -> list[Score]:
     """Every claim with raidlab's number from the reports under ``out_dir``."""
-    cache: dict[str, list[dict[str, Any]]] = {}
-    scores = []
-    for stem, e in claims_of(experiments):
-        rows = cache.setdefault(stem, measured(out_dir, stem))
-        scores.append(score(stem, e, rows))
-    return scores
+    rows = measured(out_dir)
+    return [score(stem, e, [r for r in rows if r.get("file") == f"{stem}.toml"]) for stem, e in claims_of(experiments)]
 
 
 def number(s: Score) -> str:
@@ -148,7 +149,7 @@ def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
         f"<td>{html.escape(s.paper)}</td>"
         f"<td>{html.escape(number(s))}</td>"
         f"<td>{verdict(s)}</td>"
-        f"<td><a href='{html.escape(link(out_dir, s.experiment))}'>report</a></td>"
+        f"<td><a href='{html.escape(s.report)}'>report</a></td>"
         "</tr>"
         for s in scores
     )
@@ -168,14 +169,3 @@ def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
-
-
-def link(out_dir: Path, stem: str) -> str:
-    """The report that holds ``stem``'s verdicts, relative to ``out_dir``."""
-    for path in sorted(out_dir.glob("*/claims.json"), key=lambda p: p.stat().st_mtime, reverse=True):
-        try:
-            if any(r.get("file") == f"{stem}.toml" for r in json.loads(path.read_text(encoding="utf-8"))):
-                return f"{path.parent.name}/report.html"
-        except (OSError, ValueError):
-            continue
-    return f"{stem}/report.html"

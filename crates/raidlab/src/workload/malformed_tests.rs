@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::sniff_tests::SAMPLES;
 use super::*;
+use crate::error::Error;
 
 /// Every format a reader exists for.
 const FORMATS: [Format; 15] = Format::ALL;
