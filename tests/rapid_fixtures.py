@@ -38,7 +38,10 @@ def curves(
     trees = [
         t
         for t in plan.trees
-        if t["workload"]["synthetic"]["preset"] == preset and t["workload"]["synthetic"]["rate_iops"] in rates and keep(t)
+        if t["workload"]["synthetic"]["preset"] == preset
+        and t["workload"]["synthetic"]["rate_iops"] in rates
+        and t["run"].get("seed", 1) == 1  # the first of the experiment's seeds
+        and keep(t)
     ]
     assert len(trees) == per_rate * len(rates)
     for t in trees:

@@ -27,7 +27,7 @@ def trees(capacity_pages: int = 2048, destage: str = "rapid") -> dict[str, dict[
     plan = plan_file(REPO / "experiments" / "rapid-recovery.toml", skip_traces=True)
     out = {}
     for t in plan.trees:
-        if t["write_cache"]["capacity_pages"] != capacity_pages or t["tags"]["destage"] != destage:
+        if t["write_cache"]["capacity_pages"] != capacity_pages or t["tags"]["destage"] != destage or t["run"]["seed"] != 1:
             continue
         t["workload"]["synthetic"]["requests"] = 12_000
         t["events"] = [{"at_s": 10.0, "fail_cache": "primary"}]

@@ -107,21 +107,57 @@ def backup_costs(frame: Any, facets: list[str], arch: str = "tags.arch", limit_m
     return pd.DataFrame(rows)
 
 
+def over_seeds(frame: Any, seeds: str | None, keys: list[str], make: Any, extra: list[str]) -> Any:
+    """``make(frame, keys)`` per seed (the seed added to the keys, so each curve is one
+    seed's), then the mean over seeds of the other columns per ``keys + extra`` (the key
+    columns ``make`` adds, such as the architecture); without a seed key, ``make(frame, keys)``."""
+    if seeds is None:
+        return make(frame, keys)
+    table = make(frame, [*keys, seeds])
+    if not len(table):
+        return table
+    by = [*keys, *extra]
+    if not by:
+        return table.drop(columns=[seeds]).mean(numeric_only=True).to_frame().T
+    return table.drop(columns=[seeds]).groupby(by, sort=True, dropna=False).mean().reset_index()
+
+
+def throughput_with_ci(frame: Any, seeds: str | None, facets: list[str], limit_ms: float) -> Any:
+    """The maximum-throughput table, each cell ``mean ± 95% half-width`` over seeds."""
+    from raidlab.replicates import per_seed, with_ci
+
+    def make(f: Any) -> Any:
+        t = max_throughput(f, facets, limit_ms=limit_ms)
+        return t.set_index(facets) if facets else t
+
+    mean, hw, n = per_seed(frame, seeds, make)
+    table = with_ci(mean, hw, lambda v: f"{v:.0f}")
+    return (table.reset_index() if facets else table), n
+
+
 def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
-    """HTML fragments: the maximum-throughput table and a plot of the relative differences."""
+    """HTML fragments: the maximum-throughput table and a plot of the relative differences
+    (with several seeds: throughput as mean ± 95% CI, costs and differences as means)."""
+    from raidlab.replicates import seed_key
+
     if "max_throughput_ms" not in spec:
         return []
     plt = pyplot()
 
     limit = float(spec["max_throughput_ms"])
     facets = list(spec.get("throughput_facets", []))
-    table = max_throughput(frame, facets, limit_ms=limit)
-    parts = [f"<h3>Maximum throughput (req/s at a {limit:g} ms mean response)</h3>", table.to_html(index=False, float_format=lambda v: f"{v:.0f}")]
-    costs = backup_costs(frame, facets, limit_ms=limit)
+    seeds = seed_key(frame, spec)
+    table, n = throughput_with_ci(frame, seeds, facets, limit)
+    over = f", mean ± 95% CI over {n} seeds" if n > 1 else ""
+    parts = [f"<h3>Maximum throughput (req/s at a {limit:g} ms mean response{over})</h3>", table.to_html(index=False)]
+    costs = over_seeds(frame, seeds, facets, lambda f, k: backup_costs(f, k, limit_ms=limit), ["tags.arch"])
     if len(costs):
-        parts.append("<h3>Backup costs over the sweep (garbage collection, log writes, stalls)</h3>")
+        parts.append(f"<h3>Backup costs over the sweep (garbage collection, log writes, stalls){' per seed, mean over seeds' if n > 1 else ''}</h3>")
         parts.append(costs.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-"))
-    rel = relative_difference(frame, facets, limit_ms=limit)
+    rel = relative_difference(frame, [*facets, seeds] if seeds else facets, limit_ms=limit)
+    if seeds and len(rel):
+        # Per rate, the mean over the seeds whose baseline was below saturation there.
+        rel = rel.groupby([*facets, "arch", "rate"], sort=True)["rel_diff"].mean().reset_index()
     if len(rel):
         groups = sorted({tuple(r[f] for f in facets) for _, r in rel.iterrows()}, key=str)
         fig, axes = plt.subplots(1, len(groups), figsize=(3.4 * len(groups), 2.8), squeeze=False)

@@ -146,6 +146,8 @@ def paper_claim(spec: dict[str, Any], row_label: str) -> str:
     ``source``), with its citation; "" when the file gives none."""
     group, _, comparison = row_label.partition(": ")
     for e in spec.get("paper", []):
+        if e.get("metric", spec.get("value")) != spec.get("value"):
+            continue  # a claim about another of the section's metrics
         if e.get("comparison") == comparison and e.get("group", group) == group:
             return f"{e.get('value', '')} ({e.get('source', 'paper')})"
     return ""
@@ -233,15 +235,26 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
     run's time series: ``x`` against every ``y`` column, one PNG per run) of a section."""
     body = []
     cols = [c for c in s.spec.get("table", []) if c in s.frame.columns]
-    if cols:
+    seeds = seed_key(s.frame, s.spec)
+    if cols and seeds:
+        # One row per run of the first seed: the mean over seeds and its 95% interval.
+        mean, hw, n = per_seed(s.frame, seeds, lambda f: f[cols].set_index(cols[0]))
+        flat = with_ci(mean, hw, lambda v: f"{v:.4f}")
+        console_table(console, flat, f"{title} (mean ± 95% CI over {n} seeds)", "{}")
+        body.append(f"<p>mean ± 95% CI over {n} seeds</p>" + flat.to_html())
+    elif cols:
         flat = s.frame[cols].set_index(cols[0])
         console_table(console, flat, title, "{:.4f}")
         body.append(flat.to_html(float_format="%.4f"))
     sp = s.spec.get("series_plot")
     if sp and s.series is not None and len(s.series):
         plt = pyplot()
+        series = s.series
+        if seeds and seeds in series.columns:
+            # A time series is one run's: draw the first seed's runs only.
+            series = series[series[seeds] == series[seeds].min()]
 
-        for i, (name, run) in enumerate(s.series.groupby("name", sort=False)):
+        for i, (name, run) in enumerate(series.groupby("name", sort=False)):
             fig, ax = plt.subplots(figsize=(6.0, 3.2))
             for y in sp.get("y", []):
                 if y in run.columns:

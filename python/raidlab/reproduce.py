@@ -250,5 +250,8 @@ class StoredRuns:
             if r.series:
                 part = pd.DataFrame(r.series)
                 part.insert(0, "name", r.name)
+                if "run.seed" in r.metrics:
+                    # Replicates share their names; the seed tells their series apart.
+                    part.insert(1, "run.seed", r.metrics["run.seed"])
                 parts.append(part)
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
