@@ -333,3 +333,30 @@ fn fit_the_arrivals() {
         c / p
     );
 }
+
+#[test]
+#[ignore = "prints the models under the sample's conditions; run in release mode"]
+fn print_the_models_at_the_sample() {
+    // The static WebSearch generator of pro-dor.toml (16 MiB popularity clusters) sampled
+    // as one device of the sample, beside the fitted hotspots model (20 seeds each).
+    let mut sum = [0.0; 6];
+    for seed in 1..=20u64 {
+        let mut g = crate::workload::synth::WebSearch::new(
+            SAMPLE_AREAS * AREA,
+            SAMPLE_REQUESTS,
+            (SAMPLE_S * 1e9 / SAMPLE_REQUESTS as f64) as u64,
+            seed,
+        )
+        .unwrap()
+        .with_cluster(AREA)
+        .unwrap();
+        let r = row(&measure(&mut g, &loc(SAMPLE_AREAS)).unwrap());
+        for (s, x) in sum.iter_mut().zip(r) {
+            *s += x / 20.0;
+        }
+    }
+    println!("sample:               {}", fmt(&SAMPLE));
+    println!("websearch (static):   {}", fmt(&sum));
+    let fitted = model_row(&at_sample(HotspotsSpec::websearch(0, 0, 1.0, 0)), 20);
+    println!("hotspots (fitted):    {}", fmt(&fitted));
+}
