@@ -18,6 +18,7 @@ mod bursty;
 mod cachefail;
 mod disk;
 mod host;
+mod hotspots;
 mod overlay;
 mod rebuild;
 mod reliability;

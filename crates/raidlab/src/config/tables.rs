@@ -131,7 +131,10 @@ pub(super) fn source_spec(
 
 fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
     const REQUESTS_MAX: u64 = 1 << 40;
-    let kind = t.choice("kind", &["zipf", "uniform", "websearch", "bursty", "spc1"])?;
+    let kind = t.choice(
+        "kind",
+        &["zipf", "uniform", "websearch", "bursty", "hotspots", "spc1"],
+    )?;
     let seed = t.uint_or("seed", 0, u64::MAX, run_seed)?;
     let spec = match kind {
         Some("zipf") => SynthSpec::Zipf {
@@ -158,6 +161,7 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
             }
         }
         Some("bursty") => super::bursty::bursty_spec(&mut t, seed)?,
+        Some("hotspots") => super::hotspots::hotspots_spec(&mut t, seed)?,
         Some("spc1") => {
             // 573 million 512-byte sectors: the STOW paper's RAID-5 full backend.
             let space_gib = t.float_or("space_gib", 0.001, 1e6, 273.2)?;
@@ -179,7 +183,7 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
         _ => {
             return Err(t.missing(
                 "kind",
-                "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\", \"spc1\"",
+                "missing; expected one of \"zipf\", \"uniform\", \"websearch\", \"bursty\", \"hotspots\", \"spc1\"",
             ));
         }
     };

@@ -251,6 +251,9 @@ pub enum SynthSpec {
     },
     /// The RAPID-Cache paper's bursty generator with LRU history tables (`synth/bursty.rs`).
     Bursty(synth::BurstySpec),
+    /// WebSearch-like with temporal locality: a drifting working set, hopping hot spots and
+    /// two-rate arrivals (`synth/hotspots.rs`).
+    Hotspots(synth::HotspotsSpec),
     /// SPC-1-like (three ASUs, eight streams; see `synth/spc1.rs`), Poisson at `iops`.
     Spc1 {
         /// The full backend in bytes.
@@ -286,7 +289,10 @@ impl SourceSpec {
         match self {
             SourceSpec::Synthetic(SynthSpec::Zipf { .. } | SynthSpec::Uniform { .. }) => true,
             SourceSpec::Synthetic(
-                SynthSpec::WebSearch { .. } | SynthSpec::Bursty(_) | SynthSpec::Spc1 { .. },
+                SynthSpec::WebSearch { .. }
+                | SynthSpec::Bursty(_)
+                | SynthSpec::Hotspots(_)
+                | SynthSpec::Spc1 { .. },
             ) => false,
             SourceSpec::Trace { format, .. } => {
                 matches!(format, Format::KeysU32Be | Format::KeysU32Le)

@@ -10,6 +10,8 @@ use super::{Keep, RequestSource, SynthSpec};
 use crate::error::{Error, Result};
 
 pub mod bursty;
+pub mod hotspots;
+pub mod locality;
 pub mod permute;
 pub mod spc1;
 pub mod uniform;
@@ -17,6 +19,7 @@ pub mod websearch;
 pub mod zipf;
 
 pub use bursty::{Bursty, BurstySpec, Distance};
+pub use hotspots::{Hotspots, HotspotsSpec};
 pub use permute::Scatter;
 pub use spc1::Spc1;
 pub use uniform::Uniform;
@@ -48,6 +51,7 @@ pub(crate) fn open(spec: &SynthSpec, keep: Keep) -> Result<Box<dyn RequestSource
                 .with_cluster(cluster_bytes)?,
         ),
         SynthSpec::Bursty(ref b) => keep.apply(Bursty::new(b.clone())?),
+        SynthSpec::Hotspots(ref h) => keep.apply(Hotspots::new(h.clone())?),
         SynthSpec::Spc1 {
             space_bytes,
             partial,
