@@ -26,6 +26,8 @@ mod cachefail;
 mod cachefail_tests;
 mod destage;
 mod events;
+#[cfg(test)]
+mod golden_tests;
 mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
