@@ -136,11 +136,14 @@ impl Geometry {
         ((p.sector as u64 + skew) % z.spt as u64) as u32
     }
 
-    /// Time from the start of a revolution to slot `j` (any j >= 0; `j + spt` is exactly one
-    /// period later).
+    /// Time from the start of a revolution to slot `j` (`j < 2 spt`: a slot of this track or
+    /// of the next turn; `j + spt` is exactly one period later).
     #[inline]
     pub fn slot_ns(&self, spt: u32, j: u64) -> u64 {
-        (j as u128 * self.period_ns as u128 / spt as u128) as u64
+        // The validated bounds (spt <= 2^16, period <= 60 s at 1 rpm < 2^36) keep j * period
+        // below 2^53, so the product and quotient are exact in `u64`.
+        debug_assert!(j < 2 * u64::from(spt) && spt <= 1 << 16 && self.period_ns < 1 << 36);
+        j * self.period_ns / u64::from(spt)
     }
 
     /// Wait from `t_ns` until slot `j` (< spt) comes under the head.
