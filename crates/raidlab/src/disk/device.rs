@@ -337,6 +337,14 @@ impl Device {
         );
     }
 
+    /// Whether [`Device::start`] may start an operation now: something waits and, without
+    /// NCQ, a service slot is free. (With NCQ, `start` also moves commands into the drive
+    /// whenever it is called, so its calls must not be skipped while anything waits.)
+    #[inline]
+    pub fn may_start(&self) -> bool {
+        self.waiting() > 0 && !(self.no_ncq && self.in_service >= self.parallelism)
+    }
+
     /// Operations present (queued, held or in service).
     pub fn present(&self) -> u64 {
         self.present
@@ -348,6 +356,7 @@ impl Device {
     }
 
     /// Operations submitted and not yet started (in the host queue or held by the drive).
+    #[inline]
     pub fn waiting(&self) -> usize {
         self.queue.len() + self.held.len() + usize::from(self.direct.is_some())
     }

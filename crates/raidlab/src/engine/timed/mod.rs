@@ -394,7 +394,11 @@ impl<'e> Sim<'e> {
 
     /// Start whatever disk `disk` can start now.
     fn start_disk(&mut self, now: u64, disk: usize) {
-        while let Some(s) = self.devices[disk].start(now) {
+        // `may_start` is false exactly when `start` would answer `None` without any effect.
+        while self.devices[disk].may_start() {
+            let Some(s) = self.devices[disk].start(now) else {
+                break;
+            };
             if self.disk_bounded {
                 // One operation in service at a time: its completion is the disk's only event.
                 self.events
