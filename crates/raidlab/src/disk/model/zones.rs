@@ -14,6 +14,8 @@
 //! stream crossing a track boundary loses only the switch time, never a revolution (the
 //! "ideal skew" real drives are formatted with).
 
+use std::cell::Cell;
+
 /// One zone as configured: cylinders `first_cyl..=last_cyl`, `sectors_per_track` sectors
 /// of 512 bytes on each track.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +29,8 @@ pub struct Zone {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ZoneGeom {
     pub first_lba: u64,
+    /// The first sector after the zone (the next zone's `first_lba`).
+    pub end_lba: u64,
     pub first_cyl: u32,
     pub last_cyl: u32,
     pub spt: u32,
@@ -48,6 +52,10 @@ pub(super) struct Chs {
 #[derive(Debug, Clone)]
 pub(super) struct Geometry {
     pub zones: Vec<ZoneGeom>,
+    /// The zone the last [`Geometry::locate`] found: tried first, since a workload's sectors
+    /// are mostly in a few zones (a cache of the search, not state: answers do not depend on
+    /// it).
+    hot_zone: Cell<u32>,
     pub surfaces: u32,
     pub capacity_sectors: u64,
     pub period_ns: u64,
@@ -74,8 +82,10 @@ impl Geometry {
                     let s = (t as u128 * spt as u128).div_ceil(period_ns as u128);
                     (s % spt as u128) as u32
                 };
+                let end_lba = first_lba + (z.last_cyl - z.first_cyl + 1) as u64 * sectors_per_cyl;
                 let g = ZoneGeom {
                     first_lba,
+                    end_lba,
                     first_cyl: z.first_cyl,
                     last_cyl: z.last_cyl,
                     spt,
@@ -83,12 +93,13 @@ impl Geometry {
                     track_skew: skew(switch_ns),
                     cyl_skew: skew(cyl_step_ns),
                 };
-                first_lba += (z.last_cyl - z.first_cyl + 1) as u64 * sectors_per_cyl;
+                first_lba = end_lba;
                 g
             })
             .collect();
         Geometry {
             zones,
+            hot_zone: Cell::new(0),
             surfaces,
             capacity_sectors: first_lba,
             period_ns,
@@ -99,7 +110,15 @@ impl Geometry {
     #[inline]
     pub fn locate(&self, lba: u64) -> Chs {
         debug_assert!(lba < self.capacity_sectors);
-        let zi = self.zones.partition_point(|z| z.first_lba <= lba) - 1;
+        let hot = self.hot_zone.get() as usize;
+        let zi = if (self.zones[hot].first_lba..self.zones[hot].end_lba).contains(&lba) {
+            hot
+        } else {
+            let zi = self.zones.partition_point(|z| z.first_lba <= lba) - 1;
+            self.hot_zone.set(zi as u32);
+            zi
+        };
+        debug_assert_eq!(zi, self.zones.partition_point(|z| z.first_lba <= lba) - 1);
         let z = &self.zones[zi];
         let off = lba - z.first_lba;
         let in_cyl = off % z.sectors_per_cyl;

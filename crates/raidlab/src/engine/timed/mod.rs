@@ -486,6 +486,11 @@ impl<'e> Sim<'e> {
             self.m.count = self.m.count.measured_from_here();
             self.m.measure_from_ns = self.spec.measure_from_ns;
         }
+        // Requests record only their own direction's latency (`user.rs`); all of them
+        // together are the two merged.
+        debug_assert_eq!(self.m.latency.count(), 0);
+        self.m.latency.merge(&self.m.read_latency);
+        self.m.latency.merge(&self.m.write_latency);
         // Disks and series close at the last event, which a rebuild or a write cache's final
         // destages may put after the last user completion (`sim_ns`).
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));

@@ -244,7 +244,7 @@ impl<'e> Sim<'e> {
         let latency = now - s.arrival_ns;
         self.rebuild.user_done(s.arrival_ns, latency);
         if s.arrival_ns >= self.spec.measure_from_ns {
-            self.m.latency.record(latency);
+            // `m.latency` is the merge of the two, made once at the end of the run.
             if s.is_read {
                 self.m.read_latency.record(latency);
             } else {
