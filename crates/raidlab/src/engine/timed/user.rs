@@ -168,13 +168,22 @@ impl<'e> Sim<'e> {
                     }
                     None => single_disk(&mut self.plan, Op::Read, lba, 1),
                 }
-                m.miss_disk_blocks += tally(&self.plan, m);
-                if count <= MERGE_AS_PLANNED_BLOCKS_MAX {
-                    for op in &self.plan.ops {
-                        push_merging(&mut self.acc.ops, *op);
+                // `count::tally` and the merge in one pass over the block's plan.
+                let merge = count <= MERGE_AS_PLANNED_BLOCKS_MAX;
+                for &op in &self.plan.ops {
+                    let n = u64::from(op.count);
+                    match op.op {
+                        Op::Read => {
+                            m.disk_reads[op.disk as usize] += n;
+                            m.miss_disk_blocks += n;
+                        }
+                        Op::Write => m.disk_writes[op.disk as usize] += n,
                     }
-                } else {
-                    self.acc.ops.extend_from_slice(&self.plan.ops);
+                    if merge {
+                        push_merging(&mut self.acc.ops, op);
+                    } else {
+                        self.acc.ops.push(op);
+                    }
                 }
             }
             if read_cache {
