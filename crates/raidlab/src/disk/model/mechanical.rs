@@ -210,8 +210,10 @@ struct Positioning {
     seek_cylinders: u64,
     rotation_ns: u64,
     start: Chs,
-    /// The slot of `start`, under the head when the positioning ends.
+    /// The slot of `start`, under the head when the positioning ends, and its angle
+    /// ([`Geometry::slot_ns`]).
     slot: u32,
+    slot_ns: u64,
 }
 
 /// A mechanical HDD with its head state.
@@ -319,21 +321,25 @@ impl Mechanical {
         }
         let spt = self.geo.spt(start);
         let slot = self.geo.slot(start);
-        let rotation_ns = self.geo.wait_for_slot(spt, slot, t_ns + seek_ns);
+        let slot_ns = self.geo.slot_ns(spt, slot as u64);
+        let rotation_ns = self.geo.wait_until(slot_ns, t_ns + seek_ns);
         Positioning {
             seek_ns,
             seek_cylinders: from.cyl.abs_diff(to.cyl) as u64,
             rotation_ns,
             start,
             slot,
+            slot_ns,
         }
     }
 
-    /// Media transfer of `sectors` from `start` (in slot `start_slot`), the head on `start`'s
-    /// track and the first sector under it at `t_ns`. Returns the end time and the last track.
-    fn transfer(&self, start: Chs, start_slot: u32, sectors: u64, mut t_ns: u64) -> (u64, Track) {
-        let mut pos = start;
-        let mut slot = start_slot;
+    /// Media transfer of `sectors` from `p.start`, the head on its track and its first sector
+    /// (slot `p.slot`) under it at `t_ns`. Returns the end time and the last track.
+    fn transfer(&self, p: &Positioning, sectors: u64, mut t_ns: u64) -> (u64, Track) {
+        let mut pos = p.start;
+        let mut slot = p.slot;
+        // The first track's run starts at the angle the positioning waited for.
+        let mut slot_ns = p.slot_ns;
         let mut left = sectors;
         let mut track = Track::of(pos);
         // The positioning ended with the first sector under the head: no wait.
@@ -342,7 +348,8 @@ impl Mechanical {
             let spt = self.geo.spt(pos);
             let k = (spt - pos.sector).min(left.min(u32::MAX as u64) as u32);
             debug_assert!(k >= 1, "every track passed transfers a sector");
-            t_ns += self.geo.run_ns(spt, slot, k);
+            debug_assert_eq!(slot_ns, self.geo.slot_ns(spt, slot as u64));
+            t_ns += self.geo.slot_ns(spt, slot as u64 + k as u64) - slot_ns;
             left -= k as u64;
             if left == 0 {
                 return (t_ns, track);
@@ -355,7 +362,8 @@ impl Mechanical {
             track = next_track;
             pos = next;
             slot = self.geo.slot(pos);
-            t_ns += self.geo.wait_for_slot(self.geo.spt(pos), slot, t_ns);
+            slot_ns = self.geo.slot_ns(self.geo.spt(pos), slot as u64);
+            t_ns += self.geo.wait_until(slot_ns, t_ns);
         }
     }
 
@@ -413,7 +421,7 @@ impl DiskModel for Mechanical {
         let t_pos = now_ns + self.overhead_ns;
         let p = self.position(io, from, t_pos);
         let t_first = t_pos + p.seek_ns + p.rotation_ns;
-        let (t_end, track) = self.transfer(p.start, p.slot, io.sectors as u64, t_first);
+        let (t_end, track) = self.transfer(&p, io.sectors as u64, t_first);
         self.head = track;
         let end = io.sector + io.sectors as u64;
         self.segment = (io.op == Op::Read && self.read_ahead_sectors > 0).then(|| Segment {

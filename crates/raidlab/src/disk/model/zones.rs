@@ -152,7 +152,14 @@ impl Geometry {
         let cyls = (p.cyl - z.first_cyl) as u64;
         let head_switches = cyls * (self.surfaces as u64 - 1) + p.surface as u64;
         let skew = (head_switches * z.track_skew as u64 + cyls * z.cyl_skew as u64) % z.spt as u64;
-        ((p.sector as u64 + skew) % z.spt as u64) as u32
+        // sector < spt and skew < spt: one subtraction is the modulo.
+        debug_assert!(p.sector < z.spt);
+        let slot = p.sector as u64 + skew;
+        (if slot >= z.spt as u64 {
+            slot - z.spt as u64
+        } else {
+            slot
+        }) as u32
     }
 
     /// Time from the start of a revolution to slot `j` (`j < 2 spt`: a slot of this track or
@@ -168,8 +175,15 @@ impl Geometry {
     /// Wait from `t_ns` until slot `j` (< spt) comes under the head.
     #[inline]
     pub fn wait_for_slot(&self, spt: u32, j: u32, t_ns: u64) -> u64 {
+        self.wait_until(self.slot_ns(spt, j as u64), t_ns)
+    }
+
+    /// Wait from `t_ns` until the angle reached `target` ns after each start of revolution
+    /// (`target < period`, a slot's [`Geometry::slot_ns`]) comes under the head.
+    #[inline]
+    pub fn wait_until(&self, target: u64, t_ns: u64) -> u64 {
+        debug_assert!(target < self.period_ns);
         let phase = t_ns % self.period_ns;
-        let target = self.slot_ns(spt, j as u64);
         if target >= phase {
             target - phase
         } else {
