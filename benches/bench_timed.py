@@ -15,11 +15,16 @@ reads), 1 M requests; cache LRU at 1/16 of the footprint; RAID-5 of 6 ``nearline
     python benches/bench_timed.py [--requests N] [--repeat K]
 
 Prints requests/s and events/s of each and the ratio timed / counting. Not a pass/fail test.
+
+Each case also prints a digest of its results: the SHA-256 (first 16 hex digits) of the JSON
+of every metric but the wall-clock ones, with the time series and ramp points. A change meant
+to make the simulator faster must leave the digests as they are (`docs/bench.md` lists them;
+they depend on ``--requests``).
 """
 
 from __future__ import annotations
 
-from benchlib import best_of, metrics_child, requests_args
+from benchlib import best_of, requests_args
 
 CONFIG = """
 [workload.synthetic]
@@ -53,7 +58,20 @@ CASES = [
     ("counting mode", "count", "", False),
 ]
 
-CHILD = metrics_child(["requests", "events", "wall_s", "sim_s", "hit_ratio", "iops", "latency_mean_ms"])
+# One run of the config on standard input: the metrics the table shows and the results' digest.
+CHILD = """
+import hashlib, json, sys, tomllib
+import raidlab
+run = raidlab.run(tomllib.loads(sys.stdin.read()), threads=1).runs[0]
+m = run.metrics
+out = {k: m.get(k) for k in ["requests", "events", "wall_s", "sim_s", "latency_mean_ms"]}
+same = {k: v for k, v in m.items() if "wall" not in k and not k.endswith("_per_s")}
+same["__series"] = run.series
+same["__ramp"] = run.ramp
+text = json.dumps([same], sort_keys=True, default=str)
+out["digest"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+print(json.dumps(out))
+"""
 
 
 def main() -> None:
@@ -69,13 +87,19 @@ def main() -> None:
         rows.append((label, best))
     count_rate = rows[-1][1]["requests"] / rows[-1][1]["wall_s"]
     print(f"workload: websearch generator, {args.requests:,} requests; RAID-5 of 6 nearline7200 disks, disk 0 failed")
-    print(f"{'case':26} {'requests/s':>14} {'events/s':>14} {'vs counting':>12} {'sim s':>10} {'mean ms':>9}")
+    print(
+        f"{'case':26} {'requests/s':>14} {'events/s':>14} {'vs counting':>12} {'sim s':>10} "
+        f"{'mean ms':>9}  digest"
+    )
     for label, m in rows:
         rate = m["requests"] / m["wall_s"]
         events = f"{m['events'] / m['wall_s']:,.0f}" if m.get("events") else "-"
         sim = f"{m['sim_s']:,.1f}" if m.get("sim_s") else "-"
         lat = f"{m['latency_mean_ms']:.2f}" if m.get("latency_mean_ms") is not None else "-"
-        print(f"{label:26} {rate:>14,.0f} {events:>14} {rate / count_rate:>12.2f} {sim:>10} {lat:>9}")
+        print(
+            f"{label:26} {rate:>14,.0f} {events:>14} {rate / count_rate:>12.2f} {sim:>10} {lat:>9}"
+            f"  {m['digest']}"
+        )
 
 
 if __name__ == "__main__":

@@ -115,6 +115,13 @@ pub struct Device {
     ops: Vec<TokenOp>,
     /// Commands the drive holds and has not started, in the order it took them.
     held: Vec<Queued>,
+    /// An operation submitted with nothing queued and a service slot free, on a drive without
+    /// NCQ: the host queue would hand it straight back at the next `start`, so it waits here
+    /// instead (its scheduling position is computed only if it has to join the queue). When
+    /// set, the queue is empty; a second submission first moves it into the queue.
+    direct: Option<Queued>,
+    /// `ncq <= 1`: operations start in the host queue's order (and may use `direct`).
+    no_ncq: bool,
     /// Commands the drive accepts, held and in service: `max(ncq, parallelism)`.
     drive_len_max: u32,
     /// `model.parallelism()`, a constant of the model, read once.
@@ -141,6 +148,8 @@ impl Device {
             } else {
                 0
             }),
+            direct: None,
+            no_ncq: spec.ncq <= 1,
             drive_len_max,
             parallelism,
             in_service: 0,
@@ -183,24 +192,50 @@ impl Device {
             io,
             state: State::Queued,
         };
-        self.queue.push(Queued {
+        let q = Queued {
             token,
-            position: self.model.position_of(io.sector),
+            position: 0,
             arrival_ns: now_ns,
             class,
-        });
+        };
+        if self.no_ncq
+            && self.direct.is_none()
+            && self.queue.is_empty()
+            && self.in_service < self.parallelism
+        {
+            // The queue's pop would return it whatever the discipline: it is alone.
+            self.direct = Some(q);
+        } else {
+            if let Some(d) = self.direct.take() {
+                // It arrived first and nothing was queued since: it keeps its place.
+                self.enqueue(d);
+            }
+            self.enqueue(q);
+        }
         self.present += 1;
         self.stats.queue_max = self.stats.queue_max.max(self.present);
     }
 
+    /// Put `q` in the host queue at its operation's scheduling position.
+    fn enqueue(&mut self, mut q: Queued) {
+        q.position = self.model.position_of(self.ops[q.token as usize].io.sector);
+        self.queue.push(q);
+    }
+
     /// Start the next operation if the drive has a free service slot and something to serve.
     pub fn start(&mut self, now_ns: u64) -> Option<Started> {
-        self.advance(now_ns);
-        let q = if self.queue.spec().ncq <= 1 {
+        // Choosing changes no counter, so the stats advance only when an operation starts.
+        let q = if self.no_ncq {
             if self.in_service >= self.parallelism {
                 return None;
             }
-            self.queue.pop(self.model.head_position(), now_ns)?
+            match self.direct.take() {
+                Some(q) => {
+                    debug_assert!(self.queue.is_empty());
+                    q
+                }
+                None => self.queue.pop(self.model.head_position(), now_ns)?,
+            }
         } else {
             self.fill(now_ns);
             if self.in_service >= self.parallelism {
@@ -258,6 +293,7 @@ impl Device {
     }
 
     fn serve(&mut self, q: Queued, now_ns: u64) -> Started {
+        self.advance(now_ns);
         let op = &mut self.ops[q.token as usize];
         debug_assert!(matches!(op.state, State::Queued | State::Held));
         op.state = State::InService;
@@ -297,8 +333,16 @@ impl Device {
         self.present -= 1;
         debug_assert_eq!(
             self.present,
-            (self.queue.len() + self.held.len()) as u64 + u64::from(self.in_service)
+            (self.waiting() as u64) + u64::from(self.in_service)
         );
+    }
+
+    /// Whether [`Device::start`] may start an operation now: something waits and, without
+    /// NCQ, a service slot is free. (With NCQ, `start` also moves commands into the drive
+    /// whenever it is called, so its calls must not be skipped while anything waits.)
+    #[inline]
+    pub fn may_start(&self) -> bool {
+        self.waiting() > 0 && !(self.no_ncq && self.in_service >= self.parallelism)
     }
 
     /// Operations present (queued, held or in service).
@@ -312,8 +356,9 @@ impl Device {
     }
 
     /// Operations submitted and not yet started (in the host queue or held by the drive).
+    #[inline]
     pub fn waiting(&self) -> usize {
-        self.queue.len() + self.held.len()
+        self.queue.len() + self.held.len() + usize::from(self.direct.is_some())
     }
 
     /// Counters up to `now_ns`.

@@ -40,6 +40,17 @@ impl Latency {
         self.max_ns = self.max_ns.max(ns);
     }
 
+    /// Add every value `other` recorded, as if each had been recorded here too (the counts
+    /// add, so every statistic equals that of one distribution fed both streams).
+    pub fn merge(&mut self, other: &Latency) {
+        self.hist
+            .add(&other.hist)
+            .expect("latency histograms share their bounds");
+        self.count += other.count;
+        self.sum_ns += other.sum_ns;
+        self.max_ns = self.max_ns.max(other.max_ns);
+    }
+
     pub fn count(&self) -> u64 {
         self.count
     }
@@ -99,5 +110,25 @@ mod tests {
         let p50 = l.quantile_ns(0.5) as f64;
         assert!((p50 - 50e6).abs() / 50e6 < 1e-3, "{p50}");
         assert_eq!(Latency::default().quantile_ns(0.5), 0);
+    }
+
+    #[test]
+    fn merge_equals_recording_both_streams() {
+        let (mut all, mut a, mut b) = (Latency::default(), Latency::default(), Latency::default());
+        for i in 0..5000u64 {
+            let ns = (i * 7919 % 100_003) * 1_237 + i;
+            all.record(ns);
+            if i % 3 == 0 {
+                a.record(ns);
+            } else {
+                b.record(ns);
+            }
+        }
+        a.merge(&b);
+        assert_eq!((a.count(), a.max_ns()), (all.count(), all.max_ns()));
+        assert_eq!(a.mean_ns(), all.mean_ns());
+        for q in [0.0, 0.1, 0.5, 0.9, 0.95, 0.99, 0.999, 1.0] {
+            assert_eq!(a.quantile_ns(q), all.quantile_ns(q), "q {q}");
+        }
     }
 }

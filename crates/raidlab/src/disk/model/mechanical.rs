@@ -210,6 +210,10 @@ struct Positioning {
     seek_cylinders: u64,
     rotation_ns: u64,
     start: Chs,
+    /// The slot of `start`, under the head when the positioning ends, and its angle
+    /// ([`Geometry::slot_ns`]).
+    slot: u32,
+    slot_ns: u64,
 }
 
 /// A mechanical HDD with its head state.
@@ -316,29 +320,36 @@ impl Mechanical {
             seek_ns += self.write_settle_ns;
         }
         let spt = self.geo.spt(start);
-        let rotation_ns = self
-            .geo
-            .wait_for_slot(spt, self.geo.slot(start), t_ns + seek_ns);
+        let slot = self.geo.slot(start);
+        let slot_ns = self.geo.slot_ns(spt, slot as u64);
+        let rotation_ns = self.geo.wait_until(slot_ns, t_ns + seek_ns);
         Positioning {
             seek_ns,
             seek_cylinders: from.cyl.abs_diff(to.cyl) as u64,
             rotation_ns,
             start,
+            slot,
+            slot_ns,
         }
     }
 
-    /// Media transfer of `sectors` from `start`, the head on `start`'s track and the first
-    /// sector under it at `t_ns`. Returns the end time and the last track.
-    fn transfer(&self, start: Chs, sectors: u64, mut t_ns: u64) -> (u64, Track) {
-        let mut pos = start;
+    /// Media transfer of `sectors` from `p.start`, the head on its track and its first sector
+    /// (slot `p.slot`) under it at `t_ns`. Returns the end time and the last track.
+    fn transfer(&self, p: &Positioning, sectors: u64, mut t_ns: u64) -> (u64, Track) {
+        let mut pos = p.start;
+        let mut slot = p.slot;
+        // The first track's run starts at the angle the positioning waited for.
+        let mut slot_ns = p.slot_ns;
         let mut left = sectors;
         let mut track = Track::of(pos);
+        // The positioning ended with the first sector under the head: no wait.
+        debug_assert_eq!(self.geo.wait_for_slot(self.geo.spt(pos), slot, t_ns), 0);
         loop {
             let spt = self.geo.spt(pos);
-            let slot = self.geo.slot(pos);
-            t_ns += self.geo.wait_for_slot(spt, slot, t_ns);
             let k = (spt - pos.sector).min(left.min(u32::MAX as u64) as u32);
-            t_ns += self.geo.run_ns(spt, slot, k);
+            debug_assert!(k >= 1, "every track passed transfers a sector");
+            debug_assert_eq!(slot_ns, self.geo.slot_ns(spt, slot as u64));
+            t_ns += self.geo.slot_ns(spt, slot as u64 + k as u64) - slot_ns;
             left -= k as u64;
             if left == 0 {
                 return (t_ns, track);
@@ -350,6 +361,9 @@ impl Mechanical {
             t_ns += self.switch_ns(track, next_track);
             track = next_track;
             pos = next;
+            slot = self.geo.slot(pos);
+            slot_ns = self.geo.slot_ns(self.geo.spt(pos), slot as u64);
+            t_ns += self.geo.wait_until(slot_ns, t_ns);
         }
     }
 
@@ -407,7 +421,7 @@ impl DiskModel for Mechanical {
         let t_pos = now_ns + self.overhead_ns;
         let p = self.position(io, from, t_pos);
         let t_first = t_pos + p.seek_ns + p.rotation_ns;
-        let (t_end, track) = self.transfer(p.start, io.sectors as u64, t_first);
+        let (t_end, track) = self.transfer(&p, io.sectors as u64, t_first);
         self.head = track;
         let end = io.sector + io.sectors as u64;
         self.segment = (io.op == Op::Read && self.read_ahead_sectors > 0).then(|| Segment {

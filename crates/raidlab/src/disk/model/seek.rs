@@ -185,9 +185,14 @@ fn interpolate_table(points: &[(u64, u64)], d: u64) -> u64 {
 /// Linear interpolation between (d0, t0) and (d1, t1) at d0 <= d <= d1, rounded down.
 #[inline]
 fn lerp(d0: u64, t0: u64, d1: u64, t1: u64, d: u64) -> u64 {
-    let span = (d1 - d0) as i128;
-    let dt = t1 as i128 - t0 as i128;
-    (t0 as i128 + (dt * (d - d0) as i128).div_euclid(span)) as u64
+    debug_assert!(d0 <= d && d <= d1 && d0 < d1);
+    // Times are below 2^32 and distances below 2^32, so the product fits `i64` unless both
+    // are near their bounds; the `i128` path gives the same floor when it does not.
+    let (span, dt, x) = ((d1 - d0) as i64, t1 as i64 - t0 as i64, (d - d0) as i64);
+    match dt.checked_mul(x) {
+        Some(p) => (t0 as i64 + p.div_euclid(span)) as u64,
+        None => (t0 as i128 + (dt as i128 * x as i128).div_euclid(span as i128)) as u64,
+    }
 }
 
 /// Sample a closed-form curve (f64, at construction only): densely for small disks, else
@@ -228,46 +233,100 @@ fn compile_curve(max_d: u32, curve: impl Fn(u64) -> f64, key: &str) -> Result<Se
     Ok(Seek::knots(knots_d, knots_ns))
 }
 
+/// Distances below this are answered from a dense array even when the curve is a knot list
+/// (16 KiB): the seeks of a workload that uses a small part of a large drive stay there.
+const NEAR_CYLINDERS: u32 = 1 << 12;
+
+/// Knot lookups start in a bucket of `1 << BUCKET_SHIFT` cylinders: the bucket table holds,
+/// for each bucket, the first knot at or beyond its start, so a lookup bisects only the knots
+/// inside one bucket (at most 4 for the closed-form curves past [`NEAR_CYLINDERS`]).
+const BUCKET_SHIFT: u32 = 8;
+
 /// A compiled seek curve.
+///
+/// Every answer is the knot list's linear interpolation (or the dense table a small drive is
+/// compiled into); the near array and the buckets only find the same value faster, so a
+/// curve answers the same integer nanoseconds whichever path serves a distance.
 #[derive(Debug, Clone)]
 pub struct Seek {
-    /// `dense[d]` = time of a `d`-cylinder seek (`dense[0] = 0`); empty when `knots_d` is used.
+    /// `dense[d]` = time of a `d`-cylinder seek for `d < dense.len()` (`dense[0] = 0`). With
+    /// no knots it covers every distance of the drive (longer ones clamp to the last entry);
+    /// with knots it is the knot interpolation's value for the first [`NEAR_CYLINDERS`].
     dense: Vec<u32>,
     /// Strictly increasing distances >= 1 and their times, interpolated linearly, clamped at
     /// both ends.
     knots_d: Vec<u32>,
     knots_ns: Vec<u32>,
+    /// `buckets[b]` = index of the first knot with distance >= `b << BUCKET_SHIFT`, for every
+    /// bucket up to the last knot's (empty without knots).
+    buckets: Vec<u32>,
 }
 
 impl Seek {
     fn dense(dense: Vec<u32>) -> Seek {
+        debug_assert!(dense.len() >= 2 && dense[0] == 0);
         Seek {
             dense,
             knots_d: Vec::new(),
             knots_ns: Vec::new(),
+            buckets: Vec::new(),
         }
     }
 
     fn knots(knots_d: Vec<u32>, knots_ns: Vec<u32>) -> Seek {
         debug_assert!(!knots_d.is_empty() && knots_d.len() == knots_ns.len());
-        Seek {
+        debug_assert!(knots_d.windows(2).all(|w| w[0] < w[1]));
+        let last = *knots_d.last().expect("at least one knot");
+        let buckets = (0..=(last >> BUCKET_SHIFT))
+            .map(|b| knots_d.partition_point(|&k| k < (b << BUCKET_SHIFT)) as u32)
+            .collect();
+        let mut seek = Seek {
             dense: Vec::new(),
             knots_d,
             knots_ns,
-        }
+            buckets,
+        };
+        let near = (0..u64::from(NEAR_CYLINDERS))
+            .map(|d| seek.knot_ns(d) as u32)
+            .collect();
+        seek.dense = near;
+        seek
     }
 
     /// Time of a seek over `d` cylinders, in ns (0 for d = 0).
     #[inline]
     pub fn ns(&self, d: u64) -> u64 {
+        if let Some(&t) = self.dense.get(d as usize) {
+            return u64::from(t);
+        }
+        if self.knots_d.is_empty() {
+            // Past the drive's longest seek: clamp.
+            return u64::from(self.dense[self.dense.len() - 1]);
+        }
+        self.knot_ns(d)
+    }
+
+    /// The knot list's time at distance `d`: bisection inside `d`'s bucket, then the linear
+    /// interpolation of [`lerp`] (integer, rounded down).
+    fn knot_ns(&self, d: u64) -> u64 {
         if d == 0 {
             return 0;
         }
-        if !self.dense.is_empty() {
-            let i = (d as usize).min(self.dense.len() - 1);
-            return self.dense[i] as u64;
-        }
-        let i = self.knots_d.partition_point(|&k| (k as u64) < d);
+        let b = (d >> BUCKET_SHIFT) as usize;
+        let i = match self.buckets.get(b) {
+            Some(&lo) => {
+                // Every knot before `lo` is below the bucket's start (<= d); every knot from
+                // the next bucket's first on is beyond the bucket (> d).
+                let hi = self
+                    .buckets
+                    .get(b + 1)
+                    .map_or(self.knots_d.len(), |&h| h as usize);
+                let lo = lo as usize;
+                lo + self.knots_d[lo..hi].partition_point(|&k| (k as u64) < d)
+            }
+            None => self.knots_d.len(),
+        };
+        debug_assert_eq!(i, self.knots_d.partition_point(|&k| (k as u64) < d));
         if i == 0 {
             return self.knots_ns[0] as u64;
         }
@@ -344,7 +403,7 @@ mod tests {
         assert!((s.ns(n as u64 - 1) as f64 / 16e6 - 1.0).abs() < 0.01);
         // The knot form of a big disk agrees with the exact curve to well under 1 µs.
         let big = spec.compile(400_000).unwrap();
-        assert!(big.dense.is_empty());
+        assert!(!big.knots_d.is_empty());
         let (a, b) = (
             (-10.0 * 1e6 + 15.0 * 8e6 - 5.0 * 16e6) / (3.0 * 400_000f64.sqrt()),
             (7.0 * 1e6 - 15.0 * 8e6 + 8.0 * 16e6) / (3.0 * 400_000.0),
@@ -354,6 +413,66 @@ mod tests {
             let exact = a * x.sqrt() + b * x + 1e6;
             assert!((big.ns(d) as f64 - exact).abs() < 1000.0, "d {d}");
         }
+    }
+
+    /// The knot list's value by plain bisection and `i128` arithmetic, as `Seek::ns` computed
+    /// it before the near array and the buckets.
+    fn reference_ns(s: &Seek, d: u64) -> u64 {
+        if d == 0 {
+            return 0;
+        }
+        let i = s.knots_d.partition_point(|&k| (k as u64) < d);
+        if i == 0 {
+            return s.knots_ns[0] as u64;
+        }
+        if i == s.knots_d.len() {
+            return s.knots_ns[i - 1] as u64;
+        }
+        let (d0, t0) = (s.knots_d[i - 1] as i128, s.knots_ns[i - 1] as i128);
+        let (d1, t1) = (s.knots_d[i] as i128, s.knots_ns[i] as i128);
+        (t0 + ((t1 - t0) * (d as i128 - d0)).div_euclid(d1 - d0)) as u64
+    }
+
+    #[test]
+    fn fast_paths_answer_the_knot_interpolation_exactly() {
+        let curves = [
+            crate::disk::presets::get("nearline7200").map(|s| match s {
+                crate::disk::DiskSpec::Mechanical(m) => m.seek,
+                _ => unreachable!(),
+            }),
+            Some(crate::disk::presets::hp97560_seek()),
+            // A measured table on a drive too large for the dense form, with a falling segment
+            // and a gap wider than a bucket.
+            Some(SeekSpec::Table(vec![
+                (1, 900_000),
+                (3, 1_100_000),
+                (300, 4_000_000),
+                (301, 3_900_000),
+                (5_000, 9_000_000),
+                (70_000, 18_000_000),
+                (70_001, 17_999_999),
+            ])),
+        ];
+        for (c, spec) in curves.into_iter().enumerate() {
+            let spec = spec.unwrap();
+            for cylinders in [70_000u32, 400_000] {
+                let s = spec.compile(cylinders).unwrap();
+                assert!(!s.knots_d.is_empty());
+                for d in 0..=u64::from(cylinders) + 300 {
+                    assert_eq!(
+                        s.ns(d),
+                        reference_ns(&s, d),
+                        "curve {c}, {cylinders} cyl, d {d}"
+                    );
+                }
+            }
+        }
+        // The lerp's `i128` fallback: a product past `i64`.
+        assert_eq!(
+            lerp(1, 1, 4_000_000_000, 4_000_000_000, 3_999_999_999),
+            3_999_999_999
+        );
+        assert_eq!(lerp(1, 4_000_000_000, 4_000_000_000, 1, 3_999_999_999), 2);
     }
 
     /// Exact mean of a seek over uniformly random distinct cylinder pairs on N cylinders:

@@ -14,6 +14,8 @@
 //! stream crossing a track boundary loses only the switch time, never a revolution (the
 //! "ideal skew" real drives are formatted with).
 
+use std::cell::Cell;
+
 /// One zone as configured: cylinders `first_cyl..=last_cyl`, `sectors_per_track` sectors
 /// of 512 bytes on each track.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +29,8 @@ pub struct Zone {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ZoneGeom {
     pub first_lba: u64,
+    /// The first sector after the zone (the next zone's `first_lba`).
+    pub end_lba: u64,
     pub first_cyl: u32,
     pub last_cyl: u32,
     pub spt: u32,
@@ -48,6 +52,10 @@ pub(super) struct Chs {
 #[derive(Debug, Clone)]
 pub(super) struct Geometry {
     pub zones: Vec<ZoneGeom>,
+    /// The zone the last [`Geometry::locate`] found: tried first, since a workload's sectors
+    /// are mostly in a few zones (a cache of the search, not state: answers do not depend on
+    /// it).
+    hot_zone: Cell<u32>,
     pub surfaces: u32,
     pub capacity_sectors: u64,
     pub period_ns: u64,
@@ -74,8 +82,10 @@ impl Geometry {
                     let s = (t as u128 * spt as u128).div_ceil(period_ns as u128);
                     (s % spt as u128) as u32
                 };
+                let end_lba = first_lba + (z.last_cyl - z.first_cyl + 1) as u64 * sectors_per_cyl;
                 let g = ZoneGeom {
                     first_lba,
+                    end_lba,
                     first_cyl: z.first_cyl,
                     last_cyl: z.last_cyl,
                     spt,
@@ -83,12 +93,13 @@ impl Geometry {
                     track_skew: skew(switch_ns),
                     cyl_skew: skew(cyl_step_ns),
                 };
-                first_lba += (z.last_cyl - z.first_cyl + 1) as u64 * sectors_per_cyl;
+                first_lba = end_lba;
                 g
             })
             .collect();
         Geometry {
             zones,
+            hot_zone: Cell::new(0),
             surfaces,
             capacity_sectors: first_lba,
             period_ns,
@@ -99,7 +110,15 @@ impl Geometry {
     #[inline]
     pub fn locate(&self, lba: u64) -> Chs {
         debug_assert!(lba < self.capacity_sectors);
-        let zi = self.zones.partition_point(|z| z.first_lba <= lba) - 1;
+        let hot = self.hot_zone.get() as usize;
+        let zi = if (self.zones[hot].first_lba..self.zones[hot].end_lba).contains(&lba) {
+            hot
+        } else {
+            let zi = self.zones.partition_point(|z| z.first_lba <= lba) - 1;
+            self.hot_zone.set(zi as u32);
+            zi
+        };
+        debug_assert_eq!(zi, self.zones.partition_point(|z| z.first_lba <= lba) - 1);
         let z = &self.zones[zi];
         let off = lba - z.first_lba;
         let in_cyl = off % z.sectors_per_cyl;
@@ -133,21 +152,38 @@ impl Geometry {
         let cyls = (p.cyl - z.first_cyl) as u64;
         let head_switches = cyls * (self.surfaces as u64 - 1) + p.surface as u64;
         let skew = (head_switches * z.track_skew as u64 + cyls * z.cyl_skew as u64) % z.spt as u64;
-        ((p.sector as u64 + skew) % z.spt as u64) as u32
+        // sector < spt and skew < spt: one subtraction is the modulo.
+        debug_assert!(p.sector < z.spt);
+        let slot = p.sector as u64 + skew;
+        (if slot >= z.spt as u64 {
+            slot - z.spt as u64
+        } else {
+            slot
+        }) as u32
     }
 
-    /// Time from the start of a revolution to slot `j` (any j >= 0; `j + spt` is exactly one
-    /// period later).
+    /// Time from the start of a revolution to slot `j` (`j < 2 spt`: a slot of this track or
+    /// of the next turn; `j + spt` is exactly one period later).
     #[inline]
     pub fn slot_ns(&self, spt: u32, j: u64) -> u64 {
-        (j as u128 * self.period_ns as u128 / spt as u128) as u64
+        // The validated bounds (spt <= 2^16, period <= 60 s at 1 rpm < 2^36) keep j * period
+        // below 2^53, so the product and quotient are exact in `u64`.
+        debug_assert!(j < 2 * u64::from(spt) && spt <= 1 << 16 && self.period_ns < 1 << 36);
+        j * self.period_ns / u64::from(spt)
     }
 
     /// Wait from `t_ns` until slot `j` (< spt) comes under the head.
     #[inline]
     pub fn wait_for_slot(&self, spt: u32, j: u32, t_ns: u64) -> u64 {
+        self.wait_until(self.slot_ns(spt, j as u64), t_ns)
+    }
+
+    /// Wait from `t_ns` until the angle reached `target` ns after each start of revolution
+    /// (`target < period`, a slot's [`Geometry::slot_ns`]) comes under the head.
+    #[inline]
+    pub fn wait_until(&self, target: u64, t_ns: u64) -> u64 {
+        debug_assert!(target < self.period_ns);
         let phase = t_ns % self.period_ns;
-        let target = self.slot_ns(spt, j as u64);
         if target >= phase {
             target - phase
         } else {

@@ -93,8 +93,13 @@ impl Schedule {
             Kind::Trace { time_scale } => {
                 // A trace slightly out of time order is replayed in file order, never
                 // backwards in time.
-                let scaled = libm::round(trace_ns as f64 * *time_scale);
-                (scaled as u64).max(self.last_ns)
+                let scaled = if *time_scale == 1.0 && trace_ns < 1 << f64::MANTISSA_DIGITS {
+                    // Exact in f64, so scaling by 1 and rounding give it back unchanged.
+                    trace_ns
+                } else {
+                    libm::round(trace_ns as f64 * *time_scale) as u64
+                };
+                scaled.max(self.last_ns)
             }
             Kind::Poisson { mean_gap_ns } => {
                 let gap = -*mean_gap_ns * libm::log1p(-unit_f64(&mut self.rng));
@@ -183,6 +188,15 @@ mod tests {
         assert_eq!(s.next(1000), Some(500));
         assert_eq!(s.next(600), Some(500));
         assert_eq!(s.next(3001), Some(1501)); // 1500.5 rounds half away from zero
+                                              // At scale 1 the trace's own times, also past where f64 is exact.
+        let driver = Driver::Open {
+            arrivals: Arrivals::Trace { time_scale: 1.0 },
+        };
+        let mut s = Schedule::new(&driver, 1).unwrap();
+        for t in [0, 7, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, (1 << 60) + 3] {
+            let want = (libm::round(t as f64 * 1.0) as u64).max(s.last_ns);
+            assert_eq!(s.next(t), Some(want));
+        }
     }
 
     #[test]

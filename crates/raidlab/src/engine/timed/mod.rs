@@ -26,6 +26,8 @@ mod cachefail;
 mod cachefail_tests;
 mod destage;
 mod events;
+#[cfg(test)]
+mod golden_tests;
 mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
@@ -79,6 +81,9 @@ struct Sim<'e> {
     capacity_sectors: Vec<u64>,
     sectors_per_block: u64,
     events: EventQueue,
+    /// Whether device completions are bounded events (`events.rs`): every device serves one
+    /// operation at a time and there are few enough of them.
+    disk_bounded: bool,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
     /// Owner of each disk-operation token, per device (tokens are per device so each
@@ -191,6 +196,10 @@ impl<'e> Sim<'e> {
         )?;
         let cf = cachefail::CacheFail::new(exp, spec, &mut capacity_sectors, members)?;
         let n_devices = devices.len();
+        let disk_bounded =
+            n_devices < events::NEAR_MAX && devices.iter().all(|d| d.model().parallelism() == 1);
+        // One completion per device, one arrival of the open loop or ramp.
+        let bounded_sources = if disk_bounded { n_devices } else { 0 } + 1;
         let mut m = TimedMetrics::default();
         m.count.disk_reads = vec![0; disks];
         m.count.disk_writes = vec![0; disks];
@@ -208,7 +217,8 @@ impl<'e> Sim<'e> {
             sampler: Sampler::new(spec.interval_ns, devices.len()),
             capacity_sectors,
             devices,
-            events: EventQueue::with_capacity(1024),
+            events: EventQueue::with_capacity(1024, bounded_sources),
+            disk_bounded,
             slots: Vec::new(),
             free_slots: Vec::new(),
             op_owner: vec![Vec::new(); n_devices],
@@ -344,7 +354,8 @@ impl<'e> Sim<'e> {
             self.ramp_checked += 1;
         }
         self.next_req = Some(req);
-        self.events.push(t, Kind::Arrival, 0, 0);
+        // One arrival at a time: the next is scheduled when this one fires.
+        self.events.push_bounded(t, Kind::Arrival, 0, 0);
         Ok(())
     }
 
@@ -383,9 +394,19 @@ impl<'e> Sim<'e> {
 
     /// Start whatever disk `disk` can start now.
     fn start_disk(&mut self, now: u64, disk: usize) {
-        while let Some(s) = self.devices[disk].start(now) {
-            self.events
-                .push(s.done_ns, Kind::DiskDone, disk as u32, s.token);
+        // `may_start` is false exactly when `start` would answer `None` without any effect.
+        while self.devices[disk].may_start() {
+            let Some(s) = self.devices[disk].start(now) else {
+                break;
+            };
+            if self.disk_bounded {
+                // One operation in service at a time: its completion is the disk's only event.
+                self.events
+                    .push_bounded(s.done_ns, Kind::DiskDone, disk as u32, s.token);
+            } else {
+                self.events
+                    .push(s.done_ns, Kind::DiskDone, disk as u32, s.token);
+            }
         }
     }
 
@@ -465,6 +486,11 @@ impl<'e> Sim<'e> {
             self.m.count = self.m.count.measured_from_here();
             self.m.measure_from_ns = self.spec.measure_from_ns;
         }
+        // Requests record only their own direction's latency (`user.rs`); all of them
+        // together are the two merged.
+        debug_assert_eq!(self.m.latency.count(), 0);
+        self.m.latency.merge(&self.m.read_latency);
+        self.m.latency.merge(&self.m.write_latency);
         // Disks and series close at the last event, which a rebuild or a write cache's final
         // destages may put after the last user completion (`sim_ns`).
         let end = self.write_cache_metrics(self.m.sim_ns.max(self.rebuild_end_ns));

@@ -243,6 +243,10 @@ impl Rebuilder {
     /// A user request that arrived at `arrival_ns` took `latency_ns`.
     #[inline]
     pub(super) fn user_done(&mut self, arrival_ns: u64, latency_ns: u64) {
+        if !self.enabled() {
+            // The metrics are reported only with `[rebuild]`.
+            return;
+        }
         let m = &mut self.metrics;
         let Some(first) = m.records.first() else {
             m.before.record(latency_ns);

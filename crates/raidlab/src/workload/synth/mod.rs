@@ -120,7 +120,12 @@ impl PoissonClock {
 #[inline]
 pub(crate) fn below(rng: &mut ChaCha8Rng, n: u64) -> u64 {
     debug_assert!(n > 0);
-    let threshold = n.wrapping_neg() % n;
+    // 2^64 mod n; 0 for a power of two (WebSearch's slots per chunk), without the division.
+    let threshold = if n.is_power_of_two() {
+        0
+    } else {
+        n.wrapping_neg() % n
+    };
     loop {
         let m = u128::from(rng.next_u64()) * u128::from(n);
         if (m as u64) >= threshold {
@@ -146,6 +151,19 @@ mod tests {
             seen[below(&mut r, 7) as usize] += 1;
         }
         assert!(seen.iter().all(|&c| (800..1200).contains(&c)), "{seen:?}");
+        // Powers of two skip the threshold's division; the draws are those of the general rule.
+        for n in [1u64, 2, 4, 1 << 40] {
+            let (mut a, mut b) = (rng(9, n), rng(9, n));
+            for _ in 0..100 {
+                let general = loop {
+                    let m = u128::from(b.next_u64()) * u128::from(n);
+                    if (m as u64) >= n.wrapping_neg() % n {
+                        break (m >> 64) as u64;
+                    }
+                };
+                assert_eq!(below(&mut a, n), general);
+            }
+        }
         let u = unit_f64(&mut r);
         assert!((0.0..1.0).contains(&u));
     }
