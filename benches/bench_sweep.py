@@ -113,7 +113,10 @@ def speedup(label: str, runs: int, requests: int, sweep_on) -> None:
 
 
 def warm() -> None:
-    """Import what a run needs, in a Dask worker (as a worker of a running cluster has)."""
+    """Import what a run needs (in a Dask worker, as a worker of a running cluster has), and
+    what the sweep's DataFrame needs (in this process, so the first timed sweep does not pay
+    for it alone)."""
+    import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
     import raidlab.sweep  # noqa: F401
@@ -142,6 +145,7 @@ def main() -> None:
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    warm()
     try:
         print(f"cores: {default_workers()}; raidlab {raidlab.__version__}; {load()}")
         if "tiny" in sections:
