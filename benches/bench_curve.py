@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_count import peak_rss_kib, write_trace
+from bench_count import write_trace
 from benchlib import measure_child
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,33 +52,26 @@ REAL = [
 CHUNK_REQUESTS = 10_000_000
 RAID5_DEGRADED = {"level": "raid5", "disks": 5, "stripe_unit": 16384, "failed": [2]}
 
-# A child: one job (JSON on stdin) -> wall time, peak RSS and the result.
-CHILD = f"""
-import json, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from bench_curve import child
-print(json.dumps(child(json.loads(sys.stdin.read()))))
+# A child: one job (JSON on stdin: ``{"kind": "curve" | "run", "config", ...}``) -> wall
+# time, peak RSS and the result. It imports nothing but raidlab and what a caller of
+# raidlab.curve has anyway, so its process time is what a script calling raidlab.curve takes.
+CHILD = """
+import json, sys, time
+job = json.loads(sys.stdin.read())
+import raidlab
+start = time.perf_counter()
+if job["kind"] == "run":
+    m = raidlab.run(job["config"], threads=1).metrics
+    out = {"misses": m["misses"], "requests": m["requests"]}
+else:
+    from raidlab.curve import curve_json
+    (item,) = curve_json(job["config"], sizes=job["sizes"], sample_rate=job.get("sample_rate"), sample_size=job.get("sample_size"))
+    out = {"curve": item["curve"]}
+out["wall_s"] = time.perf_counter() - start
+with open("/proc/self/status", encoding="ascii") as f:
+    out["rss_kib"] = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+print(json.dumps(out))
 """
-
-
-def child(job: dict[str, Any]) -> dict[str, Any]:
-    """Run one job in this process: ``{"kind": "curve" | "run", "config", ...}``."""
-    import time
-
-    import raidlab
-
-    start = time.perf_counter()
-    if job["kind"] == "run":
-        m = raidlab.run(job["config"], threads=1).metrics
-        out: dict[str, Any] = {"misses": m["misses"], "requests": m["requests"]}
-    else:
-        from raidlab.curve import curve_json
-
-        (item,) = curve_json(job["config"], sizes=job["sizes"], sample_rate=job.get("sample_rate"), sample_size=job.get("sample_size"))
-        out = {"curve": item["curve"]}
-    out["wall_s"] = time.perf_counter() - start
-    out["rss_kib"] = peak_rss_kib()
-    return out
 
 
 def timed_child(job: dict[str, Any]) -> dict[str, Any]:
