@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
 	$(VPY) benches/bench_count.py
 	$(VPY) benches/bench_curve.py
+	$(VPY) benches/bench_scale.py
 	$(VPY) benches/bench_timed.py
 	$(VPY) benches/bench_xray.py
 	$(VPY) benches/bench_rebuild.py

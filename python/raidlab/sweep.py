@@ -14,7 +14,6 @@ unless ``fail_fast``.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures as cf
 import hashlib
 import json
@@ -166,6 +165,8 @@ def _is_dask_client(x: Any) -> bool:
 def connect_scheduler(address: str) -> Any:
     """A Dask client of the scheduler at ``address``; a typed error within seconds if it
     cannot be reached."""
+    import asyncio  # here, not at the top: it costs every `import raidlab` ~20 ms
+
     from distributed import Client
     from distributed.comm import parse_address
     from distributed.comm.registry import get_backend

@@ -65,7 +65,7 @@ impl<'a> MiniSims<'a> {
         self.sims.iter().map(|s| s.metadata_bytes()).sum()
     }
 
-    #[inline]
+    #[inline(always)]
     fn sampled_key(&self, key: u64) -> bool {
         !self.sampling || spatial_hash(key, self.seed) <= self.limit
     }
@@ -87,12 +87,11 @@ fn scaled(spec: &PolicySpec, rate: f64) -> PolicySpec {
     }
 }
 
-impl Sink for MiniSims<'_> {
-    #[inline]
-    fn lookup(&mut self, key: u64, measured: bool) -> Result<()> {
-        if !self.sampled_key(key) {
-            return Ok(());
-        }
+impl MiniSims<'_> {
+    /// A lookup of a sampled `key` (every key, unsampled) by every instance. Kept out of
+    /// line so the walk's loop holds only the hash and the compare.
+    #[inline(never)]
+    fn access(&mut self, key: u64, measured: bool) {
         let acc = Access {
             key,
             size: 1,
@@ -116,6 +115,15 @@ impl Sink for MiniSims<'_> {
             }
             self.evicted.clear();
             sim.insert(&acc, &mut self.evicted);
+        }
+    }
+}
+
+impl Sink for MiniSims<'_> {
+    #[inline(always)]
+    fn lookup(&mut self, key: u64, measured: bool) -> Result<()> {
+        if self.sampled_key(key) {
+            self.access(key, measured);
         }
         Ok(())
     }

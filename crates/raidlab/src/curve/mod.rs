@@ -18,6 +18,7 @@
 
 mod hist;
 mod minisim;
+mod records;
 mod shards;
 mod stack;
 mod stream;

@@ -123,18 +123,11 @@ impl<'a> StackCurve<'a> {
         self.hist.scale(new / old);
         self.hist.set_rate(new);
     }
-}
 
-impl Sink for StackCurve<'_> {
-    #[inline]
-    fn lookup(&mut self, key: u64, measured: bool) -> Result<()> {
-        let mut h = 0;
-        if self.sampling {
-            h = spatial_hash(key, self.seed);
-            if h > self.limit {
-                return Ok(());
-            }
-        }
+    /// A lookup of `key` (hash `h`) that passed the sample (or every lookup, unsampled).
+    /// Kept out of line so the walk's loop holds only the hash and the compare.
+    #[inline(never)]
+    fn access(&mut self, key: u64, h: u64, measured: bool) -> Result<()> {
         let depth = self.stack.access(key)?;
         if measured {
             self.sampled += 1;
@@ -144,6 +137,20 @@ impl Sink for StackCurve<'_> {
             self.admit(h, key);
         }
         Ok(())
+    }
+}
+
+impl Sink for StackCurve<'_> {
+    #[inline(always)]
+    fn lookup(&mut self, key: u64, measured: bool) -> Result<()> {
+        let mut h = 0;
+        if self.sampling {
+            h = spatial_hash(key, self.seed);
+            if h > self.limit {
+                return Ok(());
+            }
+        }
+        self.access(key, h, measured)
     }
 
     #[inline]

@@ -2,6 +2,7 @@
 //! (`engine/count.rs`), in the same order, with the same warm-up, so a curve's point and a
 //! counting run at that size count the same accesses.
 
+use super::records;
 use crate::config::{Experiment, Writes};
 use crate::engine::count::PROGRESS_EVERY;
 use crate::error::{Error, Result};
@@ -23,8 +24,21 @@ pub(crate) struct Walked {
 }
 
 /// Replay `exp`'s workload into `sink`. `progress(requests since the last call)` is called
-/// every [`PROGRESS_EVERY`] requests; returning false cancels.
+/// every [`PROGRESS_EVERY`] requests; returning false cancels. An oracleGeneral file takes
+/// the dedicated record walk (`records.rs`), everything else the reader's requests.
 pub(crate) fn walk<S: Sink>(
+    exp: &Experiment,
+    sink: &mut S,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<Walked> {
+    match records::oracle_path(&exp.workload) {
+        Some(path) => records::walk(exp, path, sink, progress),
+        None => walk_requests(exp, sink, progress),
+    }
+}
+
+/// [`walk`] through the workload's reader or generator, request by request.
+pub(crate) fn walk_requests<S: Sink>(
     exp: &Experiment,
     sink: &mut S,
     progress: &mut dyn FnMut(u64) -> bool,

@@ -255,3 +255,35 @@ fn exact_lru_equals_counting_runs_on_real_traces() {
         }
     }
 }
+
+#[test]
+fn curves_of_an_oracle_file_equal_counting_runs() {
+    // oracleGeneral takes the curve's own record walk (records.rs); counting mode reads the
+    // file through the reader.
+    let dir = std::env::temp_dir().join(format!("raidlab-curve-oracle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.oracleGeneral.bin");
+    let mut bytes = Vec::new();
+    let mut x: u64 = 99;
+    for i in 0..40_000u32 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let key = (x >> 33) % (1 + u64::from(i % 3000));
+        for part in [
+            &(i / 10).to_le_bytes()[..],
+            &key.to_le_bytes(),
+            &4096u32.to_le_bytes(),
+            &(-1i64).to_le_bytes(),
+        ] {
+            bytes.extend_from_slice(part);
+        }
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let text = format!(
+        "[workload]\ntrace = {:?}\n[run]\nwarmup_requests = 3000\n[cache]\npolicy = \"lru\"\n\
+         capacity_blocks = 1\n{RAID5_DEGRADED}",
+        path.display().to_string()
+    );
+    assert_exact(&exp(&text), &[1, 30, 300, 1500, 3000]);
+}
