@@ -55,18 +55,18 @@ impl List {
     }
 
     /// Oldest entry: the next victim.
-    #[inline]
+    #[inline(always)]
     pub fn back(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Link detached entry `id` at the front.
-    #[inline]
+    #[inline(always)]
     pub fn push_front<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
         debug_assert!(id != NIL);
         let old = self.head;
@@ -84,7 +84,7 @@ impl List {
     }
 
     /// Unlink `id`, which must be in this list.
-    #[inline]
+    #[inline(always)]
     pub fn unlink<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
         debug_assert!(self.len > 0);
         let Link { prev, next } = nodes.link(id);
@@ -105,7 +105,7 @@ impl List {
     }
 
     /// Move `id`, which must be in this list, to the front.
-    #[inline]
+    #[inline(always)]
     pub fn move_to_front<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
         if self.head != id {
             self.unlink(nodes, id);
@@ -114,7 +114,7 @@ impl List {
     }
 
     /// Unlink and return the back (oldest) entry.
-    #[inline]
+    #[inline(always)]
     pub fn pop_back<N: Nodes + ?Sized>(&mut self, nodes: &mut N) -> Option<u32> {
         let id = self.back()?;
         self.unlink(nodes, id);
