@@ -65,6 +65,12 @@ impl List {
         self.len == 0
     }
 
+    /// Entries in the list.
+    #[inline(always)]
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
     /// Link detached entry `id` at the front.
     #[inline(always)]
     pub fn push_front<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {

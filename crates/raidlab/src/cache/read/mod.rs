@@ -182,13 +182,6 @@ pub trait ReadPolicy {
     fn touch_index(&self, _key: u64) -> u64 {
         0
     }
-
-    /// [`ReadPolicy::touch_index`] one step further: the entry that `key`'s index bucket
-    /// points to (read after the bucket is in the CPU cache).
-    #[inline]
-    fn touch_entry(&self, _key: u64) -> u64 {
-        0
-    }
 }
 
 /// Which policy to build, with its tunables. Filled from the `[cache]` table by

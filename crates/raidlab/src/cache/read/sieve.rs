@@ -99,10 +99,11 @@ impl Sieve {
     }
 
     /// Move the hand to the victim, clearing visited bits (and, weighted and degraded,
-    /// spending extra passes) on the way; remove it and return its key. Terminates: every
-    /// step past an entry clears its bit or raises its `passes` towards the bounded
-    /// `cost - 1`, and an entry with neither left is the victim.
-    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+    /// spending extra passes) on the way; unlink it (the hand stops at its newer neighbour)
+    /// and return it. Terminates: every step past an entry clears its bit or raises its
+    /// `passes` towards the bounded `cost - 1`, and an entry with neither left is the victim.
+    #[inline(always)]
+    fn unlink_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u32> {
         let cost = cost.filter(|c| self.weighted && c.degraded());
         let mut id = if self.hand == NIL {
             self.queue.back()?
@@ -125,6 +126,12 @@ impl Sieve {
         }
         self.hand = self.slab.get(id).link.prev;
         self.queue.unlink(self.slab.nodes(), id);
+        Some(id)
+    }
+
+    /// [`Sieve::unlink_victim`], then remove it and return its key.
+    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+        let id = self.unlink_victim(cost)?;
         let e = self.slab.remove(id);
         self.used -= u64::from(e.size);
         Some(e.key)
@@ -140,7 +147,7 @@ impl ReadPolicy for Sieve {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         match self.slab.find(acc.key) {
             Some(id) => {
@@ -153,26 +160,37 @@ impl ReadPolicy for Sieve {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
-        while self.used + size > self.capacity {
-            match self.pop_victim(Some(acc.cost)) {
-                Some(k) => evicted.push(k),
-                None => break,
-            }
-        }
-        let id = self.slab.insert(Entry {
+        let entry = Entry {
             key: acc.key,
             link: Link::DETACHED,
             size: acc.size,
             visited: false,
             passes: 0,
-        });
+        };
+        while self.used + size > self.capacity {
+            let Some(victim) = self.unlink_victim(Some(acc.cost)) else {
+                break;
+            };
+            self.used -= u64::from(self.slab.get(victim).size);
+            if self.used + size <= self.capacity {
+                // The last victim's slot goes to the new entry, as removing and inserting
+                // would (block mode: every eviction).
+                let old = self.slab.replace(victim, entry);
+                evicted.push(old.key);
+                self.queue.push_front(self.slab.nodes(), victim);
+                self.used += size;
+                return true;
+            }
+            evicted.push(self.slab.remove(victim).key);
+        }
+        let id = self.slab.insert(entry);
         self.queue.push_front(self.slab.nodes(), id);
         self.used += size;
         debug_assert!(self.used <= self.capacity);

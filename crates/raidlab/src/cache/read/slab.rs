@@ -19,6 +19,7 @@ use super::list::{Link, Nodes, NIL};
 /// What the arena needs from an entry: its key and its primary list link.
 pub(crate) trait Slot: Copy {
     fn key(&self) -> u64;
+    fn set_key(&mut self, key: u64);
     fn link(&self) -> &Link;
     fn link_mut(&mut self) -> &mut Link;
 }
@@ -31,6 +32,10 @@ macro_rules! impl_slot {
             #[inline]
             fn key(&self) -> u64 {
                 self.key
+            }
+            #[inline]
+            fn set_key(&mut self, key: u64) {
+                self.key = key;
             }
             #[inline]
             fn link(&self) -> &$crate::cache::read::list::Link {
@@ -127,18 +132,13 @@ macro_rules! ghost_policy_accessors {
     };
 }
 
-/// The `ReadPolicy::touch_index` and `touch_entry` of a policy whose lookups go through its
+/// The `ReadPolicy::touch_index` of a policy whose lookups go through its
 /// `slab`. Expands inside the `impl ReadPolicy` block.
 macro_rules! slab_touch {
     () => {
         #[inline]
         fn touch_index(&self, key: u64) -> u64 {
             self.slab.touch_index(key)
-        }
-
-        #[inline]
-        fn touch_entry(&self, key: u64) -> u64 {
-            self.slab.touch_entry(key)
         }
     };
 }
@@ -187,16 +187,6 @@ impl<E: Slot> Slab<E> {
     #[inline]
     pub fn touch_index(&self, key: u64) -> u64 {
         u64::from(self.index.buckets()[self.index.home(key)])
-    }
-
-    /// The key of the entry `key`'s home bucket points to, 0 when it is empty (see
-    /// `ReadPolicy::touch_entry`).
-    #[inline]
-    pub fn touch_entry(&self, key: u64) -> u64 {
-        let v = self.index.buckets()[self.index.home(key)];
-        self.entries
-            .get(self.index.slot_of(v) as usize)
-            .map_or(0, |e| e.key())
     }
 
     /// Store `e` (whose key must be absent) and return its slot id; its link is detached.
@@ -250,6 +240,20 @@ impl<E: Slot> Slab<E> {
         self.entries[id as usize] = e;
         self.index.insert(&self.entries, e.key(), id);
         debug_assert_eq!(self.index.len(), self.live);
+        old
+    }
+
+    /// Give live slot `id` the key `key` (which must be absent) and return its old key,
+    /// keeping the rest of the entry (its links included): for a slot handed from an evicted
+    /// entry to a new one in one step, the caller then setting the other fields and the list
+    /// position, where removing and inserting (which would reuse the slot) would leave them.
+    #[inline(always)]
+    pub fn rekey(&mut self, id: u32, key: u64) -> u64 {
+        debug_assert!(self.find(key).is_none(), "duplicate key");
+        let old = self.entries[id as usize].key();
+        self.index.remove(&self.entries, old, id);
+        self.entries[id as usize].set_key(key);
+        self.index.insert(&self.entries, key, id);
         old
     }
 

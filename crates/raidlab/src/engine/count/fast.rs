@@ -4,16 +4,16 @@
 //! do; what is left is the lookup, which this loop runs
 //!
 //! - over keys decoded a batch at a time straight from the reader's chunk buffer
-//!   ([`OracleReader::next_keys`]), with no virtual call per request;
+//!   ([`oracle::open_batched`], [`OracleReader::next_keys`]), with no virtual call per
+//!   request;
 //! - through the concrete policy type ([`read::build_with`]), so its calls inline;
-//! - with the batch's index buckets and entries touched before the batch is replayed
+//! - with the batch's index buckets touched before the batch is replayed
 //!   ([`ReadPolicy::touch_index`]), so that their memory misses overlap.
 //!
 //! The metrics are those of the general loop in `count.rs`, counter for counter (the tests
 //! below compare the two on every policy).
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
@@ -22,8 +22,7 @@ use crate::cache::read::{self, Access, ReadPolicy, UniformCost, Units, WithPolic
 use crate::config::{Experiment, Unit};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
-use crate::workload::decompress::{self, Compression};
-use crate::workload::oracle::OracleReader;
+use crate::workload::oracle::{self, OracleReader};
 use crate::workload::{sniff_path, Format, SourceSpec};
 
 /// Requests decoded, touched and replayed per batch: enough lookups in flight to cover the
@@ -83,44 +82,13 @@ impl WithPolicy for Replay<'_> {
     type Output = Result<CountMetrics>;
 
     fn with<P: ReadPolicy + Send + 'static>(self, mut policy: P) -> Result<CountMetrics> {
-        let label = self.path.display().to_string();
-        // An uncompressed trace is read straight from the file, a compressed one through its
-        // decoder; either is read a chunk at a time, so one virtual call per chunk is all
-        // the boxing costs.
-        let input: Box<dyn Read + Send> = match plain_file(self.path, &label)? {
-            Some(file) => Box::new(file),
-            None => decompress::open_path(self.path)?,
-        };
-        let mut reader = OracleReader::small_chunks(input, &label);
+        let mut reader = oracle::open_batched(self.path)?;
         let (exp, m, progress) = (self.exp, self.m, self.progress);
         match exp.cache.unit {
             Unit::Block => replay::<P, false>(exp, &mut policy, &mut reader, m, progress),
             Unit::Object => replay::<P, true>(exp, &mut policy, &mut reader, m, progress),
         }
     }
-}
-
-/// The file at `path`, positioned at its start, when it is not compressed (as
-/// `decompress::open_path` decides it); `None` when it is.
-fn plain_file(path: &Path, label: &str) -> Result<Option<File>> {
-    let io = |e: std::io::Error| Error::io(label, &e);
-    let mut file = File::open(path).map_err(io)?;
-    let mut head = [0u8; 8];
-    let mut got = 0;
-    // Bounded: each pass reads at least one byte or ends the loop.
-    while got < head.len() {
-        match file.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(e)),
-        }
-    }
-    if Compression::detect(label, &head[..got]) != Compression::None {
-        return Ok(None);
-    }
-    file.seek(SeekFrom::Start(0)).map_err(io)?;
-    Ok(Some(file))
 }
 
 /// The counters the loop keeps in registers; folded into the metrics at the end (and reset
@@ -168,14 +136,12 @@ fn replay<P: ReadPolicy + ?Sized, const OBJECT: bool>(
         assert!(n <= want);
         left -= n as u64;
         let (keys, sizes) = (&keys[..n], &sizes[..n]);
-        // Two independent passes of loads, then the replay in order, which finds what it
-        // reads first already in the CPU cache. The touches change nothing.
+        // A pass of independent loads, then the replay in order, which finds the index
+        // buckets it reads first already in the CPU cache. The touches change nothing.
+        // (Touching the entries the buckets point to as well cost more than it saved.)
         let mut touched = 0u64;
         for &k in keys {
             touched ^= policy.touch_index(k);
-        }
-        for &k in keys {
-            touched ^= policy.touch_entry(k);
         }
         std::hint::black_box(touched);
 
