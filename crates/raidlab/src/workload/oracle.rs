@@ -120,7 +120,8 @@ fn decode(rec: &[u8; RECORD_BYTES]) -> (u32, u64, u32, i64) {
 /// oracleGeneral (text read as records gives values above 2^60).
 #[inline]
 pub(crate) fn plausible_next(next: i64) -> bool {
-    next == -1 || next == i64::MAX || (0..1 << 48).contains(&next)
+    // -1 ..= 2^48 - 1 is one unsigned range once shifted by one.
+    (next as u64).wrapping_add(1) <= 1 << 48 || next == i64::MAX
 }
 
 /// The error for record number `record_no`, whose `next_access_vtime` is `next`, which is
@@ -157,6 +158,10 @@ impl<R: Read> OracleReader<R> {
         else {
             return Ok(0);
         };
+        if self.first_time_s.is_none() {
+            let first: &[u8; RECORD_BYTES] = bytes[..RECORD_BYTES].try_into().expect("a record");
+            self.first_time_s = Some(decode(first).0);
+        }
         let mut n = 0;
         let mut bad = None;
         for (rec, (key, size)) in bytes
@@ -164,13 +169,10 @@ impl<R: Read> OracleReader<R> {
             .zip(keys.iter_mut().zip(sizes.iter_mut()))
         {
             let rec: &[u8; RECORD_BYTES] = rec.try_into().expect("chunks are records");
-            let (time_s, id, s, next) = decode(rec);
+            let (_, id, s, next) = decode(rec);
             if !plausible_next(next) {
                 bad = Some((*rec, next));
                 break;
-            }
-            if self.first_time_s.is_none() {
-                self.first_time_s = Some(time_s);
             }
             *key = id;
             *size = s;
@@ -261,6 +263,47 @@ mod tests {
         assert_eq!(r2.time_ns, 1_000_000_000);
         assert_eq!(r.next_request().unwrap(), None);
         assert_eq!(r.addressing(), Addressing::Keys);
+    }
+
+    #[test]
+    fn plausible_next_bounds() {
+        let ok = [-1, 0, 1, (1 << 48) - 1, i64::MAX];
+        let bad = [i64::MIN, -2, 1 << 48, (1 << 48) + 1, i64::MAX - 1];
+        assert!(ok.iter().all(|&n| plausible_next(n)));
+        assert!(!bad.iter().any(|&n| plausible_next(n)));
+    }
+
+    /// The batch decoder yields what `next_request` yields, batch size by batch size.
+    #[test]
+    fn next_keys_matches_next_request() {
+        let mut bytes = Vec::new();
+        for i in 0..1000u64 {
+            bytes.extend(rec(
+                7 + i as u32 / 10,
+                i * 31 % 97,
+                (i % 5) as u32 * 512,
+                -1,
+            ));
+        }
+        let mut one = OracleReader::new(&bytes[..], "t.bin");
+        let mut want = Vec::new();
+        while let Some(r) = one.next_request().unwrap() {
+            want.push((r.offset, r.len as u32));
+        }
+        for batch in [1, 7, 64, 1000, 4096] {
+            let mut r = OracleReader::small_chunks(&bytes[..], "t.bin");
+            let (mut keys, mut sizes) = (vec![0; batch], vec![0; batch]);
+            let mut got = Vec::new();
+            loop {
+                let n = r.next_keys(&mut keys, &mut sizes).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend(keys[..n].iter().copied().zip(sizes[..n].iter().copied()));
+            }
+            assert_eq!(got, want, "batch {batch}");
+            assert_eq!(r.first_time_s, Some(7));
+        }
     }
 
     #[test]

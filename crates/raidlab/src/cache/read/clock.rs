@@ -140,32 +140,31 @@ impl ReadPolicy for Clock {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
-        let entry = Entry {
+        while self.used + size > self.capacity {
+            let Some(victim) = self.find_victim(Some(acc.cost)) else {
+                break;
+            };
+            self.used -= u64::from(self.slab.get(victim).size);
+            if self.used + size <= self.capacity {
+                // The last victim's slot goes to the new entry at the front, as removing and
+                // inserting would (block mode: every eviction).
+                evicted.push(self.slab.rekey(victim, acc.key));
+                let e = self.slab.get_mut(victim);
+                (e.size, e.count, e.passes) = (acc.size, 0, 0);
+                self.queue.move_to_front(self.slab.nodes(), victim);
+                self.used += size;
+                return true;
+            }
+            self.queue.unlink(self.slab.nodes(), victim);
+            evicted.push(self.slab.remove(victim).key);
+        }
+        let id = self.slab.insert(Entry {
             key: acc.key,
             link: Link::DETACHED,
             size: acc.size,
             count: 0,
             passes: 0,
-        };
-        while self.used + size > self.capacity {
-            let Some(victim) = self.find_victim(Some(acc.cost)) else {
-                break;
-            };
-            self.queue.unlink(self.slab.nodes(), victim);
-            let freed = u64::from(self.slab.get(victim).size);
-            self.used -= freed;
-            if self.used + size <= self.capacity {
-                // The last victim's slot goes to the new entry, as removing and inserting
-                // would (block mode: every eviction).
-                let old = self.slab.replace(victim, entry);
-                evicted.push(old.key);
-                self.queue.push_front(self.slab.nodes(), victim);
-                self.used += size;
-                return true;
-            }
-            evicted.push(self.slab.remove(victim).key);
-        }
-        let id = self.slab.insert(entry);
+        });
         self.queue.push_front(self.slab.nodes(), id);
         self.used += size;
         true

@@ -113,10 +113,26 @@ impl List {
     /// Move `id`, which must be in this list, to the front.
     #[inline(always)]
     pub fn move_to_front<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
-        if self.head != id {
-            self.unlink(nodes, id);
-            self.push_front(nodes, id);
+        if self.head == id {
+            return;
         }
+        // Not the head, so the list has another entry before it: `prev` and the head exist.
+        let Link { prev, next } = nodes.link(id);
+        debug_assert!(prev != NIL && self.head != NIL && self.len > 1);
+        nodes.link_mut(prev).next = next;
+        if next == NIL {
+            debug_assert_eq!(self.tail, id);
+            self.tail = prev;
+        } else {
+            nodes.link_mut(next).prev = prev;
+        }
+        let old = self.head;
+        *nodes.link_mut(id) = Link {
+            prev: NIL,
+            next: old,
+        };
+        nodes.link_mut(old).prev = id;
+        self.head = id;
     }
 
     /// Unlink and return the back (oldest) entry.

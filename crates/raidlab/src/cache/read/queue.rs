@@ -66,18 +66,10 @@ impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
         if let Some(victim) = self.list.back() {
             let old = u64::from(self.slab.get(victim).size);
             if self.used + size > self.capacity && self.used - old + size <= self.capacity {
-                self.list.unlink(self.slab.nodes(), victim);
-                let e = self.slab.replace(
-                    victim,
-                    PlainEntry {
-                        key: acc.key,
-                        link: Link::DETACHED,
-                        size: acc.size,
-                    },
-                );
-                self.list.push_front(self.slab.nodes(), victim);
+                evicted.push(self.slab.rekey(victim, acc.key));
+                self.slab.get_mut(victim).size = acc.size;
+                self.list.move_to_front(self.slab.nodes(), victim);
                 self.used = self.used - old + size;
-                evicted.push(e.key);
                 return true;
             }
         }

@@ -99,11 +99,11 @@ impl Sieve {
     }
 
     /// Move the hand to the victim, clearing visited bits (and, weighted and degraded,
-    /// spending extra passes) on the way; unlink it (the hand stops at its newer neighbour)
-    /// and return it. Terminates: every step past an entry clears its bit or raises its
+    /// spending extra passes) on the way, and return it, still queued; the hand stops at its
+    /// newer neighbour. Terminates: every step past an entry clears its bit or raises its
     /// `passes` towards the bounded `cost - 1`, and an entry with neither left is the victim.
     #[inline(always)]
-    fn unlink_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u32> {
+    fn find_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u32> {
         let cost = cost.filter(|c| self.weighted && c.degraded());
         let mut id = if self.hand == NIL {
             self.queue.back()?
@@ -125,13 +125,13 @@ impl Sieve {
             id = self.step(id);
         }
         self.hand = self.slab.get(id).link.prev;
-        self.queue.unlink(self.slab.nodes(), id);
         Some(id)
     }
 
-    /// [`Sieve::unlink_victim`], then remove it and return its key.
+    /// [`Sieve::find_victim`], then remove it and return its key.
     fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
-        let id = self.unlink_victim(cost)?;
+        let id = self.find_victim(cost)?;
+        self.queue.unlink(self.slab.nodes(), id);
         let e = self.slab.remove(id);
         self.used -= u64::from(e.size);
         Some(e.key)
@@ -167,30 +167,31 @@ impl ReadPolicy for Sieve {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
-        let entry = Entry {
+        while self.used + size > self.capacity {
+            let Some(victim) = self.find_victim(Some(acc.cost)) else {
+                break;
+            };
+            self.used -= u64::from(self.slab.get(victim).size);
+            if self.used + size <= self.capacity {
+                // The last victim's slot goes to the new entry at the head, as removing and
+                // inserting would (block mode: every eviction).
+                evicted.push(self.slab.rekey(victim, acc.key));
+                let e = self.slab.get_mut(victim);
+                (e.size, e.visited, e.passes) = (acc.size, false, 0);
+                self.queue.move_to_front(self.slab.nodes(), victim);
+                self.used += size;
+                return true;
+            }
+            self.queue.unlink(self.slab.nodes(), victim);
+            evicted.push(self.slab.remove(victim).key);
+        }
+        let id = self.slab.insert(Entry {
             key: acc.key,
             link: Link::DETACHED,
             size: acc.size,
             visited: false,
             passes: 0,
-        };
-        while self.used + size > self.capacity {
-            let Some(victim) = self.unlink_victim(Some(acc.cost)) else {
-                break;
-            };
-            self.used -= u64::from(self.slab.get(victim).size);
-            if self.used + size <= self.capacity {
-                // The last victim's slot goes to the new entry, as removing and inserting
-                // would (block mode: every eviction).
-                let old = self.slab.replace(victim, entry);
-                evicted.push(old.key);
-                self.queue.push_front(self.slab.nodes(), victim);
-                self.used += size;
-                return true;
-            }
-            evicted.push(self.slab.remove(victim).key);
-        }
-        let id = self.slab.insert(entry);
+        });
         self.queue.push_front(self.slab.nodes(), id);
         self.used += size;
         debug_assert!(self.used <= self.capacity);

@@ -1,11 +1,9 @@
 //! The entry arena shared by every policy: a `Vec` of fixed-size entries addressed by `u32`
-//! slot ids, plus an open-addressing index from key to slot id.
+//! slot ids, plus a chained hash index from key to slot id (`index.rs`).
 //!
-//! Why not `HashMap<u64, Entry>`: the index here stores only the 4-byte slot id per bucket
-//! (the key lives in the entry it points to), so LRU in block mode costs 24 bytes of entry
-//! plus 8-16 bytes of index per cached block, and a hit touches one index bucket and one
-//! entry (`index.rs`). Linear probing in Robin Hood order with backward-shift deletion keeps probe
-//! chains short, ends the search for an absent key early and needs no tombstones, and a
+//! Why not `HashMap<u64, Entry>`: the index here stores only 4-byte slot ids (the key lives in
+//! the entry a bucket points to), so LRU in block mode costs 24 bytes of entry plus 8-12 bytes
+//! of index per cached block, and a hit mostly touches one index bucket and one entry. A
 //! Fibonacci (multiplicative) hash spreads the dense, sequential block numbers of storage
 //! traces well.
 //!
@@ -13,7 +11,7 @@
 //! cache that is sized up front never allocates after construction; a cache whose entry count
 //! is unknown (object mode) grows the arena and the index geometrically.
 
-use super::index::{Index, EMPTY};
+use super::index::Index;
 use super::list::{Link, Nodes, NIL};
 
 /// What the arena needs from an entry: its key and its primary list link.
@@ -209,7 +207,7 @@ impl<E: Slot> Slab<E> {
             self.entries.push(e);
             (self.entries.len() - 1) as u32
         };
-        self.index.insert(&self.entries, e.key(), id);
+        self.index.insert(e.key(), id);
         self.live += 1;
         debug_assert_eq!(self.index.len(), self.live);
         id
@@ -220,7 +218,7 @@ impl<E: Slot> Slab<E> {
     #[inline(always)]
     pub fn remove(&mut self, id: u32) -> E {
         let e = self.entries[id as usize];
-        self.index.remove(&self.entries, e.key(), id);
+        self.index.remove(e.key(), id);
         self.entries[id as usize].link_mut().next = self.free;
         self.free = id;
         self.live -= 1;
@@ -235,10 +233,10 @@ impl<E: Slot> Slab<E> {
     pub fn replace(&mut self, id: u32, mut e: E) -> E {
         debug_assert!(self.find(e.key()).is_none(), "duplicate key");
         let old = self.entries[id as usize];
-        self.index.remove(&self.entries, old.key(), id);
+        self.index.remove(old.key(), id);
         *e.link_mut() = Link::DETACHED;
         self.entries[id as usize] = e;
-        self.index.insert(&self.entries, e.key(), id);
+        self.index.insert(e.key(), id);
         debug_assert_eq!(self.index.len(), self.live);
         old
     }
@@ -251,22 +249,15 @@ impl<E: Slot> Slab<E> {
     pub fn rekey(&mut self, id: u32, key: u64) -> u64 {
         debug_assert!(self.find(key).is_none(), "duplicate key");
         let old = self.entries[id as usize].key();
-        self.index.remove(&self.entries, old, id);
+        self.index.remove(old, id);
         self.entries[id as usize].set_key(key);
-        self.index.insert(&self.entries, key, id);
+        self.index.insert(key, id);
         old
     }
 
     #[cold]
     fn grow_index(&mut self) {
-        // Live slots are exactly those reachable from the old index.
-        let index = &self.index;
-        let live = index
-            .buckets()
-            .iter()
-            .filter(|&&v| v != EMPTY)
-            .map(|&v| index.slot_of(v));
-        self.index = index.rebuilt(&self.entries, live);
+        self.index.grow(&self.entries);
     }
 
     #[inline]
@@ -384,7 +375,7 @@ mod tests {
     }
 
     /// Random inserts, lookups and removals against a `HashMap`, in a table kept at its load
-    /// limit (1/2) so that runs are long and Robin Hood moves happen all the time.
+    /// limit (1) so that chains are long and removals from their middle happen all the time.
     #[test]
     fn random_operations_match_a_map() {
         let mut s: Slab<E> = Slab::with_capacity(96);
@@ -407,7 +398,7 @@ mod tests {
                 }
                 None => {
                     assert!(!model.contains_key(&key), "step {step}");
-                    if model.len() < buckets / 2 {
+                    if model.len() < buckets {
                         model.insert(key, s.insert(e(key)));
                     }
                 }

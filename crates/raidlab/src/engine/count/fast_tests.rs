@@ -164,7 +164,7 @@ fn worked_counts() {
     let ((m, _), _) = both(&exp);
     let m = m.unwrap();
     assert_eq!((m.requests, m.hits, m.misses), (30_000, 14_250, 15_750));
-    assert_eq!((m.evictions, m.metadata_bytes), (15_450, 11_320));
+    assert_eq!((m.evictions, m.metadata_bytes), (15_450, 10_476));
     let exp = experiment(
         &path,
         "oracleGeneral",
