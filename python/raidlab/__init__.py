@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import sys
 import types
-from typing import Any
 
 from raidlab._core import (
     ConfigError,
@@ -39,7 +38,7 @@ _LAZY = {
 _SHADOWED = frozenset({"curve", "reliability", "sweep"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     try:
         module, attr = _LAZY[name]
     except KeyError:
@@ -59,7 +58,7 @@ class _Package(types.ModuleType):
     is also their function's, that binding is dropped, so the name keeps meaning the function
     (resolved by ``__getattr__``) as it did when these modules were imported eagerly."""
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if name in _SHADOWED and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
