@@ -72,7 +72,7 @@ impl Index {
     pub(super) fn find<E: Slot>(&self, entries: &[E], key: u64) -> Option<u32> {
         let mut id = self.heads[self.home(key)];
         // Bounded: a chain holds at most every key once.
-        for _ in 0..=self.len {
+        for _ in 0..self.len + 1 {
             if id == NIL {
                 return None;
             }
@@ -141,7 +141,7 @@ impl Index {
         for head in old {
             let mut id = head;
             // Bounded by the keys in the table.
-            for _ in 0..=len {
+            for _ in 0..len + 1 {
                 if id == NIL {
                     break;
                 }
