@@ -10,18 +10,48 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from raidlab import _core
 
-Config = Mapping[str, Any] | str | os.PathLike[str]
+# `typing` and `dataclasses` cost more to import than a short run takes to set up, so this
+# module (the one `import raidlab` loads) does without them at run time.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+Config = Mapping[str, object] | str | os.PathLike[str]
 ProgressFn = Callable[[int, int, int], None]
 
 
-@dataclass(frozen=True)
-class Run:
+class _Record:
+    """What a frozen dataclass gives, without importing ``dataclasses``: construction by
+    position or keyword, equality and repr field by field, no assignment afterwards."""
+
+    _fields: tuple[str, ...] = ()
+
+    def _init(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    __hash__ = None  # type: ignore[assignment]  # fields are dicts and lists
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__qualname__}({fields})"
+
+
+class Run(_Record):
     """One run of a config: its name, the config it ran (defaults filled in), and its
     metrics.
 
@@ -29,11 +59,28 @@ class Run:
     ``run.interval_s``) and, with the ramp driver, one point per load level (``ramp``).
     """
 
+    _fields = ("name", "config", "metrics", "series", "ramp")
     name: str
     config: dict[str, Any]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    series: dict[str, list[Any]] = field(default_factory=dict)
-    ramp: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any]
+    series: dict[str, list[Any]]
+    ramp: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        name: str,
+        config: dict[str, Any],
+        metrics: dict[str, Any] | None = None,
+        series: dict[str, list[Any]] | None = None,
+        ramp: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self._init(
+            name=name,
+            config=config,
+            metrics={} if metrics is None else metrics,
+            series={} if series is None else series,
+            ramp=[] if ramp is None else ramp,
+        )
 
     def series_frame(self) -> Any:
         """The time series as a DataFrame: ``t_s`` (end of each interval), ``iops``,
@@ -49,12 +96,15 @@ class Run:
         return pd.DataFrame(self.ramp)
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(_Record):
     """Results of every run of one config, in config order."""
 
+    _fields = ("runs", "version")
     runs: list[Run]
-    version: str = _core.__version__
+    version: str
+
+    def __init__(self, runs: list[Run], version: str = _core.__version__) -> None:
+        self._init(runs=runs, version=version)
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -126,6 +176,8 @@ def _source(config: Config) -> tuple[str, str | None, str | None]:
     """(text, file name or None for JSON, base directory for relative trace paths)."""
     if isinstance(config, Mapping):
         return json.dumps(config), None, os.getcwd()
+    from pathlib import Path
+
     path = Path(config)
     try:
         text = path.read_text(encoding="utf-8")

@@ -213,6 +213,15 @@ fn trace_stats(
     Ok(v.to_string())
 }
 
+/// Read the oracleGeneral trace at `path` as counting mode's fast path reads it and do
+/// nothing else; returns `(records, key checksum)` (the bare read rate of
+/// `benches/bench_count.py`).
+#[pyfunction]
+fn read_oracle(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
+    py.allow_threads(|| raidlab::workload::oracle::read_all(&path))
+        .map_err(|e| to_py(py, e))
+}
+
 /// The write-cache reliability and cost comparison for a `[reliability]` config (TOML text
 /// with `file` set, else JSON text of a dict), with `overrides` (JSON text of a tree) merged
 /// over it; returns JSON text `{"inputs", "rows"}`.
@@ -252,6 +261,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_config, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(read_oracle, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(reliability, m)?)?;
     m.add_function(wrap_pyfunction!(curve::curve, m)?)?;

@@ -12,6 +12,10 @@ use crate::metrics::CountMetrics;
 use crate::workload::stats::BlockSet;
 use crate::workload::{self, Op, WorkloadSpec};
 
+mod fast;
+#[cfg(test)]
+mod fast_tests;
+
 /// Requests between two progress callbacks; a power of two so the check is a mask.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
 
@@ -122,6 +126,30 @@ pub fn run(
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<CountMetrics> {
     let (capacity, pre) = resolve_capacity(exp, pre)?;
+    match fast::oracle_trace(exp) {
+        Some(path) => {
+            let m = CountMetrics {
+                disk_reads: vec![0; 1],
+                disk_writes: vec![0; 1],
+                capacity,
+                footprint_blocks: pre.map(|p| p.footprint_blocks),
+                cold_miss_disk_blocks: pre.map(|p| p.cold_miss_disk_blocks),
+                ..Default::default()
+            };
+            fast::run(exp, path, capacity, m, progress)
+        }
+        None => general(exp, capacity, pre, progress),
+    }
+}
+
+/// The general loop: any workload, array and policy (see [`fast`] for the one it
+/// shortens).
+fn general(
+    exp: &Experiment,
+    capacity: u64,
+    pre: Option<Prepass>,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<CountMetrics> {
     let units = match exp.cache.unit {
         Unit::Block => Units::Blocks,
         Unit::Object => Units::Bytes,

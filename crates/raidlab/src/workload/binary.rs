@@ -6,8 +6,11 @@ use std::io::{ErrorKind, Read};
 
 use crate::error::{Error, Result};
 
-/// Size of the chunk buffer. Large enough that syscalls and decompressor calls amortise.
-pub(crate) const CHUNK_BYTES: usize = 256 * 1024;
+/// Size of the chunk buffer. Large enough that syscalls and decompressor calls amortise, and
+/// twice the `BufReader` an uncompressed file is opened with (`decompress::open_path`): a
+/// refill asks for more than that reader buffers (the chunk less a partial record), so the
+/// reader passes it straight to the file instead of copying every byte through its buffer.
+pub(crate) const CHUNK_BYTES: usize = 2 * super::decompress::BUF_BYTES;
 
 /// What the next fixed-size record is.
 pub(crate) enum Next<const N: usize> {
@@ -33,9 +36,17 @@ pub(crate) struct Records<R> {
 
 impl<R: Read> Records<R> {
     pub(crate) fn new(input: R) -> Self {
+        Records::with_chunk(input, CHUNK_BYTES)
+    }
+
+    /// A reader whose chunk buffer holds `bytes` (at least one record of any reader, at
+    /// most [`CHUNK_BYTES`]). A reader straight over a file (no `BufReader` to bypass) keeps
+    /// its chunk small so that it stays in the CPU cache with the caller's data.
+    pub(crate) fn with_chunk(input: R, bytes: usize) -> Self {
+        assert!((64..=CHUNK_BYTES).contains(&bytes));
         Records {
             input,
-            buf: vec![0u8; CHUNK_BYTES].into_boxed_slice(),
+            buf: vec![0u8; bytes].into_boxed_slice(),
             pos: 0,
             end: 0,
             eof: false,
@@ -79,10 +90,62 @@ impl<R: Read> Records<R> {
         self.record_no
     }
 
+    /// The whole `N`-byte records buffered, refilling first when none is: a non-empty slice
+    /// of a multiple of `N` bytes, or `Ok(None)` at a clean end. Nothing is handed out until
+    /// [`Records::consume`] says how many of them the caller took, so a batch reader decodes
+    /// in place, with no copy per record. A record cut short by the end of input or an I/O
+    /// error is an error as in [`Records::record`], and the stream stays finished.
+    #[inline]
+    pub(crate) fn buffered<const N: usize>(
+        &mut self,
+        label: &str,
+        what: &str,
+    ) -> Result<Option<&[u8]>> {
+        debug_assert!(N > 0 && N <= self.buf.len());
+        if self.done {
+            return Ok(None);
+        }
+        if self.end - self.pos < N {
+            if let Err(e) = self.refill(N) {
+                self.done = true;
+                return Err(Error::io(label, &e));
+            }
+            let left = self.end - self.pos;
+            if left == 0 {
+                self.done = true;
+                return Ok(None);
+            }
+            if left < N {
+                self.done = true;
+                self.pos = self.end;
+                return Err(Error::trace_record(
+                    label,
+                    self.record_no + 1,
+                    format!("truncated {what}: expected {N} bytes, found {left}"),
+                ));
+            }
+        }
+        let whole = (self.end - self.pos) / N * N;
+        debug_assert!(whole >= N);
+        Ok(Some(&self.buf[self.pos..self.pos + whole]))
+    }
+
+    /// Hand out the first `records` records of the last [`Records::buffered`] slice.
+    #[inline]
+    pub(crate) fn consume<const N: usize>(&mut self, records: usize) {
+        let bytes = records * N;
+        assert!(
+            bytes <= self.end - self.pos,
+            "consuming records not buffered"
+        );
+        self.pos += bytes;
+        self.record_no += records as u64;
+    }
+
     /// The next record.
     #[inline]
     pub(crate) fn next<const N: usize>(&mut self) -> std::io::Result<Next<N>> {
-        debug_assert!(N > 0 && N <= CHUNK_BYTES);
+        debug_assert!(N > 0 && N <= self.buf.len());
         debug_assert!(self.pos <= self.end && self.end <= self.buf.len());
         if let Some(rec) = self.buf.get(self.pos..self.pos + N) {
             if self.pos + N <= self.end {

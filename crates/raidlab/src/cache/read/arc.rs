@@ -89,6 +89,10 @@ pub struct Arc {
     /// Target size of T1, in units.
     p: f64,
     ghost_hit: Option<GhostHit>,
+    /// A slot an eviction inside `insert` emptied (unlinked, still indexed under its old key)
+    /// for the insert to reuse, as the arena's free list would hand it back; any earlier one
+    /// is freed for real first.
+    spare: Option<u32>,
     resident: usize,
     capacity: u64,
     /// VDF-ARC: the victim's list gives its expensive LRU entries `cost - 1` extra trips.
@@ -114,6 +118,7 @@ impl Arc {
             sizes: [0; 4],
             p: 0.0,
             ghost_hit: None,
+            spare: None,
             resident: 0,
             capacity,
             weighted,
@@ -125,12 +130,14 @@ impl Arc {
         self.p
     }
 
+    #[inline(always)]
     fn unlink(&mut self, id: u32) {
         let e = *self.slab.get(id);
         self.lists[e.list as usize].unlink(self.slab.nodes(), id);
         self.sizes[e.list as usize] -= u64::from(e.size);
     }
 
+    #[inline(always)]
     fn push_front(&mut self, id: u32, list: u8) {
         let e = self.slab.get_mut(id);
         e.list = list;
@@ -140,16 +147,26 @@ impl Arc {
     }
 
     /// Drop the LRU ghost of `list` (B1 or B2) entirely.
+    #[inline(always)]
     fn drop_ghost(&mut self, list: u8) {
         if let Some(id) = self.lists[list as usize].back() {
             self.unlink(id);
-            self.slab.remove(id);
+            self.free_slot(id);
+        }
+    }
+
+    /// Free unlinked slot `id`: kept as [`Arc::spare`] for the insert under way.
+    #[inline(always)]
+    fn free_slot(&mut self, id: u32) {
+        if let Some(earlier) = self.spare.replace(id) {
+            self.slab.remove(earlier);
         }
     }
 
     /// The entry resident list `list` gives up: its LRU entry, or (VDF-ARC, degraded) the
     /// first from the LRU end with no extra trip left, after re-queueing those with one.
     /// Terminates: each re-queue raises one entry's trips towards its bounded `cost - 1`.
+    #[inline(always)]
     fn victim(&mut self, list: u8, cost: &dyn MissCost) -> Option<u32> {
         let weighted = self.weighted && cost.degraded();
         loop {
@@ -167,6 +184,7 @@ impl Arc {
     }
 
     /// Move the victim of resident list `from` to the MRU end of ghost list `to`.
+    #[inline(always)]
     fn demote(&mut self, from: u8, to: u8, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         if let Some(id) = self.victim(from, cost) {
             self.unlink(id);
@@ -177,6 +195,7 @@ impl Arc {
     }
 
     /// REPLACE of the paper, in libCacheSim's variable-size form.
+    #[inline(always)]
     fn replace(&mut self, hit_b2: bool, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         let t1 = self.sizes[T1 as usize];
         let t1f = t1 as f64;
@@ -190,6 +209,7 @@ impl Arc {
     }
 
     /// Make room on a miss that was in no list ("case IV").
+    #[inline(always)]
     fn evict_cold_miss(&mut self, size: u64, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         let [t1, t2, b1, b2] = self.sizes;
         if t1 + b1 + size > self.capacity {
@@ -199,9 +219,9 @@ impl Arc {
             } else if let Some(id) = self.victim(T1, cost) {
                 // T1 alone fills the cache: evict its LRU without remembering it.
                 self.unlink(id);
-                let e = self.slab.remove(id);
                 self.resident -= 1;
-                evicted.push(e.key);
+                evicted.push(self.slab.get(id).key);
+                self.free_slot(id);
             } else {
                 self.replace(false, cost, evicted);
             }
@@ -228,7 +248,7 @@ impl ReadPolicy for Arc {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         self.ghost_hit = None;
         let Some(id) = self.slab.find(acc.key) else {
@@ -272,6 +292,7 @@ impl ReadPolicy for Arc {
         }
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let ghost = self
             .ghost_hit
@@ -282,6 +303,7 @@ impl ReadPolicy for Arc {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
+        debug_assert!(self.spare.is_none());
         while self.used_units() + size > self.capacity {
             let before = self.resident;
             match ghost {
@@ -292,13 +314,21 @@ impl ReadPolicy for Arc {
                 break;
             }
         }
-        let id = self.slab.insert(Entry {
+        let entry = Entry {
             key: acc.key,
             link: Link::DETACHED,
             size: acc.size,
             list: T1,
             trips: 0,
-        });
+        };
+        let id = match self.spare.take() {
+            Some(id) => {
+                self.slab.rekey(id, acc.key);
+                *self.slab.get_mut(id) = entry;
+                id
+            }
+            None => self.slab.insert(entry),
+        };
         self.push_front(id, if ghost.is_some() { T2 } else { T1 });
         self.resident += 1;
         debug_assert!(self.used_units() <= self.capacity);

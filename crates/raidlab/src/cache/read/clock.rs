@@ -79,9 +79,10 @@ impl Clock {
     }
 
     /// Rotate the hand until an unreferenced entry (with no extra rotation left, weighted and
-    /// degraded) is at the back, then remove it. Terminates: each pass over an entry lowers
-    /// its counter or raises its `passes` towards the bounded `cost - 1`.
-    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+    /// degraded) is at the back, and return it (still queued). Terminates: each pass over an
+    /// entry lowers its counter or raises its `passes` towards the bounded `cost - 1`.
+    #[inline(always)]
+    fn find_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u32> {
         let cost = cost.filter(|c| self.weighted && c.degraded());
         loop {
             let back = self.queue.back()?;
@@ -93,12 +94,17 @@ impl Clock {
                     Some(c) if u32::from(e.passes) + 1 < c.cost_of(e.key) => {
                         e.passes = e.passes.saturating_add(1);
                     }
-                    _ => break,
+                    _ => return Some(back),
                 }
             }
             self.queue.move_to_front(self.slab.nodes(), back);
         }
-        let victim = self.queue.pop_back(self.slab.nodes())?;
+    }
+
+    /// [`Clock::find_victim`], then remove it.
+    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+        let victim = self.find_victim(cost)?;
+        self.queue.unlink(self.slab.nodes(), victim);
         let e = self.slab.remove(victim);
         self.used -= u64::from(e.size);
         Some(e.key)
@@ -114,7 +120,7 @@ impl ReadPolicy for Clock {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         match self.slab.find(acc.key) {
             Some(id) => {
@@ -127,7 +133,7 @@ impl ReadPolicy for Clock {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
@@ -135,10 +141,22 @@ impl ReadPolicy for Clock {
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
         while self.used + size > self.capacity {
-            match self.pop_victim(Some(acc.cost)) {
-                Some(k) => evicted.push(k),
-                None => break,
+            let Some(victim) = self.find_victim(Some(acc.cost)) else {
+                break;
+            };
+            self.used -= u64::from(self.slab.get(victim).size);
+            if self.used + size <= self.capacity {
+                // The last victim's slot goes to the new entry at the front, as removing and
+                // inserting would (block mode: every eviction).
+                evicted.push(self.slab.rekey(victim, acc.key));
+                let e = self.slab.get_mut(victim);
+                (e.size, e.count, e.passes) = (acc.size, 0, 0);
+                self.queue.move_to_front(self.slab.nodes(), victim);
+                self.used += size;
+                return true;
             }
+            self.queue.unlink(self.slab.nodes(), victim);
+            evicted.push(self.slab.remove(victim).key);
         }
         let id = self.slab.insert(Entry {
             key: acc.key,

@@ -117,6 +117,12 @@ impl FreqLists {
         let higher = self.buckets[b as usize].higher;
         let target = if higher != NIL && self.buckets[higher as usize].count == next_count {
             higher
+        } else if self.buckets[b as usize].members.len() == 1 {
+            // The entry is alone at its count and no bucket holds the next one: its bucket
+            // takes the next count in place, which is where moving it to a new bucket and
+            // dropping the empty one would leave it.
+            self.buckets[b as usize].count = next_count;
+            return;
         } else {
             self.new_bucket_after(g, b, next_count)
         };
@@ -125,6 +131,21 @@ impl FreqLists {
         nodes[id as usize].set_bucket(target);
         if self.buckets[b as usize].members.is_empty() {
             self.drop_bucket(g, b);
+        }
+    }
+
+    /// Give entry `id` (in group `g`) count `count` again, as [`FreqLists::remove`] then
+    /// [`FreqLists::insert`] would, for a slot handed from an evicted entry to a new one. When
+    /// `id` already has that count it moves to the front of its own bucket, which is where
+    /// removing it (dropping its bucket if it was alone) and inserting it leave it.
+    #[inline(always)]
+    pub fn reinsert<E: Bucketed>(&mut self, nodes: &mut [E], g: usize, id: u32, count: u64) {
+        let b = nodes[id as usize].bucket();
+        if self.buckets[b as usize].count == count {
+            self.buckets[b as usize].members.move_to_front(nodes, id);
+        } else {
+            self.remove(nodes, g, id);
+            self.insert(nodes, g, id, count);
         }
     }
 

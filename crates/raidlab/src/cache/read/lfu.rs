@@ -59,7 +59,7 @@ impl ReadPolicy for Lfu {
         "lfu"
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         match self.slab.find(acc.key) {
             Some(id) => {
@@ -70,28 +70,38 @@ impl ReadPolicy for Lfu {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
-        while self.used + size > self.capacity {
-            let Some(victim) = self.freq.victim(0) else {
-                break;
-            };
-            self.unlink(victim);
-            let e = self.slab.remove(victim);
-            self.used -= u64::from(e.size);
-            evicted.push(e.key);
-        }
-        let id = self.slab.insert(Entry {
+        let entry = Entry {
             key: acc.key,
             link: Link::DETACHED,
             size: acc.size,
             bucket: NIL,
-        });
+        };
+        while self.used + size > self.capacity {
+            let Some(victim) = self.freq.victim(0) else {
+                break;
+            };
+            let freed = u64::from(self.slab.get(victim).size);
+            if self.used - freed + size <= self.capacity {
+                // The last victim's slot and place go to the new entry, as removing and
+                // inserting would (block mode: every eviction).
+                evicted.push(self.slab.rekey(victim, acc.key));
+                self.slab.get_mut(victim).size = acc.size;
+                self.freq.reinsert(self.slab.nodes(), 0, victim, 1);
+                self.used = self.used - freed + size;
+                return true;
+            }
+            self.unlink(victim);
+            self.used -= freed;
+            evicted.push(self.slab.remove(victim).key);
+        }
+        let id = self.slab.insert(entry);
         self.freq.insert(self.slab.nodes(), 0, id, 1);
         self.used += size;
         true

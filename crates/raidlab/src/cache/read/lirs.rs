@@ -134,6 +134,7 @@ impl Lirs {
 
     /// Drop HIR entries from the bottom of S until a LIR entry is there; non-resident ones are
     /// forgotten, resident ones stay in Q.
+    #[inline(always)]
     fn prune(&mut self) {
         while let Some(b) = self.s.back() {
             let state = self.slab.get(b).state;
@@ -172,6 +173,7 @@ impl Lirs {
 
     /// Evict Q's oldest block (a LIR block first goes to Q when Q is empty). False when
     /// nothing is resident.
+    #[inline(always)]
     fn evict_one_block(&mut self, evicted: &mut Vec<u64>) -> bool {
         if self.q.is_empty() && !self.demote_bottom_lir() {
             return false;
@@ -206,6 +208,7 @@ impl Lirs {
 
     /// Bound the ghosts: while S sums to more than twice the capacity, forget the oldest
     /// non-resident entry.
+    #[inline(always)]
     fn limit_stack(&mut self) {
         while self.s_units > 2 * self.capacity {
             let Some(b) = self.nonres.back() else {
@@ -217,6 +220,7 @@ impl Lirs {
         }
     }
 
+    #[inline(always)]
     fn unlink(&mut self, id: u32) {
         let e = *self.slab.get(id);
         match e.state {
@@ -239,6 +243,7 @@ impl ReadPolicy for Lirs {
         "lirs"
     }
 
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         let Some(id) = self.slab.find(acc.key) else {
             return false;
@@ -271,6 +276,7 @@ impl ReadPolicy for Lirs {
         true
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {

@@ -55,18 +55,24 @@ impl List {
     }
 
     /// Oldest entry: the next victim.
-    #[inline]
+    #[inline(always)]
     pub fn back(&self) -> Option<u32> {
         (self.tail != NIL).then_some(self.tail)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Entries in the list.
+    #[inline(always)]
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
     /// Link detached entry `id` at the front.
-    #[inline]
+    #[inline(always)]
     pub fn push_front<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
         debug_assert!(id != NIL);
         let old = self.head;
@@ -84,7 +90,7 @@ impl List {
     }
 
     /// Unlink `id`, which must be in this list.
-    #[inline]
+    #[inline(always)]
     pub fn unlink<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
         debug_assert!(self.len > 0);
         let Link { prev, next } = nodes.link(id);
@@ -105,16 +111,32 @@ impl List {
     }
 
     /// Move `id`, which must be in this list, to the front.
-    #[inline]
+    #[inline(always)]
     pub fn move_to_front<N: Nodes + ?Sized>(&mut self, nodes: &mut N, id: u32) {
-        if self.head != id {
-            self.unlink(nodes, id);
-            self.push_front(nodes, id);
+        if self.head == id {
+            return;
         }
+        // Not the head, so the list has another entry before it: `prev` and the head exist.
+        let Link { prev, next } = nodes.link(id);
+        debug_assert!(prev != NIL && self.head != NIL && self.len > 1);
+        nodes.link_mut(prev).next = next;
+        if next == NIL {
+            debug_assert_eq!(self.tail, id);
+            self.tail = prev;
+        } else {
+            nodes.link_mut(next).prev = prev;
+        }
+        let old = self.head;
+        *nodes.link_mut(id) = Link {
+            prev: NIL,
+            next: old,
+        };
+        nodes.link_mut(old).prev = id;
+        self.head = id;
     }
 
     /// Unlink and return the back (oldest) entry.
-    #[inline]
+    #[inline(always)]
     pub fn pop_back<N: Nodes + ?Sized>(&mut self, nodes: &mut N) -> Option<u32> {
         let id = self.back()?;
         self.unlink(nodes, id);

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 pub(crate) mod slab;
 #[macro_use]
 mod freq;
+mod index;
 pub(crate) mod list;
 mod queue;
 #[cfg(test)]
@@ -171,6 +172,15 @@ pub trait ReadPolicy {
     /// allocated. Policies that implement it are listed by [`PolicySpec::evicts_one`].
     fn evict_one(&mut self, _evicted: &mut Vec<u64>) -> bool {
         false
+    }
+
+    /// Read what a lookup of `key` reads first (its index bucket) and return it. A caller
+    /// about to look up a batch of keys touches them all first so that their memory loads
+    /// overlap instead of each lookup waiting on its own. Changes no state: calling it or not
+    /// never changes a result. The default touches nothing.
+    #[inline]
+    fn touch_index(&self, _key: u64) -> u64 {
+        0
     }
 }
 
@@ -387,6 +397,36 @@ pub fn build_in(
     capacity: u64,
     units: Units,
 ) -> Result<Box<dyn ReadPolicy + Send>> {
+    build_with(spec, capacity, units, Boxed)
+}
+
+/// What to do with a policy once built, given its concrete type: [`build_with`] hands the
+/// policy `spec` names to [`WithPolicy::with`], so the caller's code is compiled once per
+/// policy type and its calls into the policy inline (the counting engine's fast path loops
+/// over millions of lookups); [`build_in`] boxes it.
+pub trait WithPolicy {
+    type Output;
+    fn with<P: ReadPolicy + Send + 'static>(self, policy: P) -> Self::Output;
+}
+
+/// [`WithPolicy`] that boxes the policy.
+struct Boxed;
+
+impl WithPolicy for Boxed {
+    type Output = Box<dyn ReadPolicy + Send>;
+    fn with<P: ReadPolicy + Send + 'static>(self, policy: P) -> Self::Output {
+        Box::new(policy)
+    }
+}
+
+/// Build the policy `spec` with `capacity` units of kind `units` (checked as [`build_in`]
+/// checks them) and pass it to `then`.
+pub fn build_with<W: WithPolicy>(
+    spec: &PolicySpec,
+    capacity: u64,
+    units: Units,
+    then: W,
+) -> Result<W::Output> {
     if capacity == 0 {
         return Err(Error::config("cache.capacity", "must be > 0"));
     }
@@ -469,34 +509,36 @@ pub fn build_in(
         Units::Bytes => BYTES_MODE_INITIAL_ENTRIES,
     };
     Ok(match spec {
-        PolicySpec::Lru => Box::new(lru::Lru::new(capacity, entries)),
-        PolicySpec::Fifo => Box::new(fifo::Fifo::new(capacity, entries)),
-        PolicySpec::Lfu => Box::new(lfu::Lfu::new(capacity, entries)),
-        PolicySpec::Clock => Box::new(clock::Clock::new(capacity, entries)),
-        PolicySpec::TwoQ { kin, kout } => Box::new(twoq::TwoQ::new(capacity, *kin, *kout, entries)),
-        PolicySpec::Arc => Box::new(arc::Arc::new(capacity, entries)),
-        PolicySpec::VdfArc => Box::new(arc::Arc::vdf(capacity, entries)),
+        PolicySpec::Lru => then.with(lru::Lru::new(capacity, entries)),
+        PolicySpec::Fifo => then.with(fifo::Fifo::new(capacity, entries)),
+        PolicySpec::Lfu => then.with(lfu::Lfu::new(capacity, entries)),
+        PolicySpec::Clock => then.with(clock::Clock::new(capacity, entries)),
+        PolicySpec::TwoQ { kin, kout } => {
+            then.with(twoq::TwoQ::new(capacity, *kin, *kout, entries))
+        }
+        PolicySpec::Arc => then.with(arc::Arc::new(capacity, entries)),
+        PolicySpec::VdfArc => then.with(arc::Arc::vdf(capacity, entries)),
         PolicySpec::Mq {
             queues,
             lifetime,
             history_factor,
-        } => Box::new(mq::Mq::new(
+        } => then.with(mq::Mq::new(
             capacity,
             *queues,
             *lifetime,
             *history_factor,
             entries,
         )),
-        PolicySpec::VdfLru => Box::new(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
-        PolicySpec::VdfLfu => Box::new(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
-        PolicySpec::Sieve => Box::new(sieve::Sieve::new(capacity, entries)),
-        PolicySpec::VdfSieve => Box::new(sieve::Sieve::vdf(capacity, entries)),
-        PolicySpec::VdfClock => Box::new(clock::Clock::vdf(capacity, entries)),
+        PolicySpec::VdfLru => then.with(vdf::Vdf::new(vdf::Base::Lru, capacity, entries)),
+        PolicySpec::VdfLfu => then.with(vdf::Vdf::new(vdf::Base::Lfu, capacity, entries)),
+        PolicySpec::Sieve => then.with(sieve::Sieve::new(capacity, entries)),
+        PolicySpec::VdfSieve => then.with(sieve::Sieve::vdf(capacity, entries)),
+        PolicySpec::VdfClock => then.with(clock::Clock::vdf(capacity, entries)),
         PolicySpec::S3Fifo {
             small,
             ghost,
             move_threshold,
-        } => Box::new(s3fifo::S3Fifo::new(
+        } => then.with(s3fifo::S3Fifo::new(
             capacity,
             *small,
             *ghost,
@@ -507,22 +549,22 @@ pub fn build_in(
             small,
             ghost,
             move_threshold,
-        } => Box::new(s3fifo::S3Fifo::vdf(
+        } => then.with(s3fifo::S3Fifo::vdf(
             capacity,
             *small,
             *ghost,
             *move_threshold,
             entries,
         )),
-        PolicySpec::Slru { segments } => Box::new(slru::Slru::new(capacity, *segments, entries)),
-        PolicySpec::GreedyDual => Box::new(greedydual::GreedyDual::new(capacity, entries)),
-        PolicySpec::Lirs => Box::new(lirs::Lirs::new(capacity, entries)),
-        PolicySpec::WTinyLfu => Box::new(wtinylfu::WTinyLfu::new(
+        PolicySpec::Slru { segments } => then.with(slru::Slru::new(capacity, *segments, entries)),
+        PolicySpec::GreedyDual => then.with(greedydual::GreedyDual::new(capacity, entries)),
+        PolicySpec::Lirs => then.with(lirs::Lirs::new(capacity, entries)),
+        PolicySpec::WTinyLfu => then.with(wtinylfu::WTinyLfu::new(
             capacity,
             units == Units::Bytes,
             entries,
         )),
-        PolicySpec::Demote => Box::new(demote::Demote::new(capacity, entries)),
+        PolicySpec::Demote => then.with(demote::Demote::new(capacity, entries)),
         PolicySpec::Xray { .. } => {
             return Err(Error::config(
                 "cache.policy",

@@ -83,6 +83,7 @@ impl Mq {
     }
 
     /// Demote expired LRU entries one queue down (the paper's `Adjust`).
+    #[inline(always)]
     fn adjust(&mut self, now: u64) {
         for k in 1..self.queues.len() {
             let Some(id) = self.queues[k].back() else {
@@ -99,6 +100,7 @@ impl Mq {
     }
 
     /// Evict the LRU entry of the lowest non-empty queue into Qout.
+    #[inline(always)]
     fn evict_one(&mut self) -> Option<u64> {
         let k = self.queues.iter().position(|q| !q.is_empty())?;
         let id = self.queues[k].pop_back(self.slab.nodes())?;
@@ -120,6 +122,7 @@ impl Mq {
     }
 
     /// Detach resident `id` from its queue and the used units.
+    #[inline(always)]
     fn unlink(&mut self, id: u32) {
         let e = *self.slab.get(id);
         self.queues[e.queue as usize].unlink(self.slab.nodes(), id);
@@ -139,7 +142,7 @@ impl ReadPolicy for Mq {
         "mq"
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         if let Some(t) = self.pending_adjust.take() {
             self.adjust(t);
@@ -165,6 +168,7 @@ impl ReadPolicy for Mq {
         }
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {

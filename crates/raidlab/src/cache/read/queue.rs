@@ -41,7 +41,7 @@ impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         match self.slab.find(acc.key) {
             Some(id) => {
@@ -54,13 +54,25 @@ impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
+        // The common case (block mode: always): one victim makes exactly the room needed, and
+        // its slot is handed to the new entry, as evicting and inserting would.
+        if let Some(victim) = self.list.back() {
+            let old = u64::from(self.slab.get(victim).size);
+            if self.used + size > self.capacity && self.used - old + size <= self.capacity {
+                evicted.push(self.slab.rekey(victim, acc.key));
+                self.slab.get_mut(victim).size = acc.size;
+                self.list.move_to_front(self.slab.nodes(), victim);
+                self.used = self.used - old + size;
+                return true;
+            }
+        }
         while self.used + size > self.capacity {
             let Some(victim) = self.list.pop_back(self.slab.nodes()) else {
                 break;

@@ -141,6 +141,7 @@ impl S3Fifo {
     }
 
     /// Detach `id` from its queue and unit count.
+    #[inline(always)]
     fn unlink(&mut self, id: u32) -> Entry {
         let e = *self.slab.get(id);
         self.queues[e.queue as usize].unlink(self.slab.nodes(), id);
@@ -148,6 +149,7 @@ impl S3Fifo {
         e
     }
 
+    #[inline(always)]
     fn push_front(&mut self, id: u32, queue: u8, count: u8) {
         let e = self.slab.get_mut(id);
         e.queue = queue;
@@ -165,6 +167,7 @@ impl S3Fifo {
 
     /// Turn resident `id` (already unlinked) into a ghost, dropping the oldest ghosts to stay
     /// within G's share; an entry larger than G is dropped outright.
+    #[inline(always)]
     fn make_ghost(&mut self, id: u32) {
         self.resident -= 1;
         let size = u64::from(self.slab.get(id).size);
@@ -184,6 +187,7 @@ impl S3Fifo {
 
     /// VDF-S3FIFO: whether `id`, about to leave its queue, instead makes another trip
     /// through it (re-queued at the head, count kept, one more trip counted).
+    #[inline(always)]
     fn another_trip(&mut self, id: u32, cost: Option<&dyn MissCost>) -> bool {
         let Some(cost) = cost else {
             return false;
@@ -199,6 +203,7 @@ impl S3Fifo {
 
     /// Evict from S: move tails that earned it to M, send the first that did not (and, VDF,
     /// has no trip left) to G. Evicts nothing when every entry of S moves.
+    #[inline(always)]
     fn evict_small(&mut self, cost: Option<&dyn MissCost>, evicted: &mut Vec<u64>) {
         while let Some(id) = self.queues[SMALL as usize].back() {
             if self.slab.get(id).count < self.move_threshold && self.another_trip(id, cost) {
@@ -217,6 +222,7 @@ impl S3Fifo {
 
     /// Evict from M, a CLOCK with a 2-bit counter. Terminates: each re-queue lowers a count
     /// or (VDF) raises bounded trips.
+    #[inline(always)]
     fn evict_main(&mut self, cost: Option<&dyn MissCost>, evicted: &mut Vec<u64>) {
         while let Some(id) = self.queues[MAIN as usize].back() {
             if self.slab.get(id).count == 0 && self.another_trip(id, cost) {
@@ -234,6 +240,7 @@ impl S3Fifo {
         }
     }
 
+    #[inline(always)]
     fn evict(&mut self, cost: &dyn MissCost, evicted: &mut Vec<u64>) {
         self.has_evicted = true;
         let cost = Some(cost).filter(|c| self.weighted && c.degraded());
@@ -254,7 +261,7 @@ impl ReadPolicy for S3Fifo {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         self.ghost_hit = None;
         let Some(id) = self.slab.find(acc.key) else {
@@ -277,6 +284,7 @@ impl ReadPolicy for S3Fifo {
         false
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let ghost = self
             .ghost_hit

@@ -99,10 +99,11 @@ impl Sieve {
     }
 
     /// Move the hand to the victim, clearing visited bits (and, weighted and degraded,
-    /// spending extra passes) on the way; remove it and return its key. Terminates: every
-    /// step past an entry clears its bit or raises its `passes` towards the bounded
-    /// `cost - 1`, and an entry with neither left is the victim.
-    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+    /// spending extra passes) on the way, and return it, still queued; the hand stops at its
+    /// newer neighbour. Terminates: every step past an entry clears its bit or raises its
+    /// `passes` towards the bounded `cost - 1`, and an entry with neither left is the victim.
+    #[inline(always)]
+    fn find_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u32> {
         let cost = cost.filter(|c| self.weighted && c.degraded());
         let mut id = if self.hand == NIL {
             self.queue.back()?
@@ -124,6 +125,12 @@ impl Sieve {
             id = self.step(id);
         }
         self.hand = self.slab.get(id).link.prev;
+        Some(id)
+    }
+
+    /// [`Sieve::find_victim`], then remove it and return its key.
+    fn pop_victim(&mut self, cost: Option<&dyn MissCost>) -> Option<u64> {
+        let id = self.find_victim(cost)?;
         self.queue.unlink(self.slab.nodes(), id);
         let e = self.slab.remove(id);
         self.used -= u64::from(e.size);
@@ -140,7 +147,7 @@ impl ReadPolicy for Sieve {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         match self.slab.find(acc.key) {
             Some(id) => {
@@ -153,7 +160,7 @@ impl ReadPolicy for Sieve {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
@@ -161,10 +168,22 @@ impl ReadPolicy for Sieve {
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
         while self.used + size > self.capacity {
-            match self.pop_victim(Some(acc.cost)) {
-                Some(k) => evicted.push(k),
-                None => break,
+            let Some(victim) = self.find_victim(Some(acc.cost)) else {
+                break;
+            };
+            self.used -= u64::from(self.slab.get(victim).size);
+            if self.used + size <= self.capacity {
+                // The last victim's slot goes to the new entry at the head, as removing and
+                // inserting would (block mode: every eviction).
+                evicted.push(self.slab.rekey(victim, acc.key));
+                let e = self.slab.get_mut(victim);
+                (e.size, e.visited, e.passes) = (acc.size, false, 0);
+                self.queue.move_to_front(self.slab.nodes(), victim);
+                self.used += size;
+                return true;
             }
+            self.queue.unlink(self.slab.nodes(), victim);
+            evicted.push(self.slab.remove(victim).key);
         }
         let id = self.slab.insert(Entry {
             key: acc.key,

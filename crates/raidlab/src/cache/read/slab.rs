@@ -1,22 +1,23 @@
 //! The entry arena shared by every policy: a `Vec` of fixed-size entries addressed by `u32`
-//! slot ids, plus an open-addressing index from key to slot id.
+//! slot ids, plus a chained hash index from key to slot id (`index.rs`).
 //!
-//! Why not `HashMap<u64, Entry>`: the index here stores only the 4-byte slot id per bucket
-//! (the key lives in the entry it points to), so LRU in block mode costs 24 bytes of entry
-//! plus at most ~11 bytes of index per cached block, and a hit touches one index bucket and
-//! one entry. Linear probing with backward-shift deletion keeps probe chains short without
-//! tombstones, and a Fibonacci (multiplicative) hash spreads the dense, sequential block
-//! numbers of storage traces well.
+//! Why not `HashMap<u64, Entry>`: the index here stores only 4-byte slot ids (the key lives in
+//! the entry a bucket points to), so LRU in block mode costs 24 bytes of entry plus 8-12 bytes
+//! of index per cached block, and a hit mostly touches one index bucket and one entry. A
+//! Fibonacci (multiplicative) hash spreads the dense, sequential block numbers of storage
+//! traces well.
 //!
 //! Freed slots are chained through their primary link's `next` field and reused first, so a
 //! cache that is sized up front never allocates after construction; a cache whose entry count
 //! is unknown (object mode) grows the arena and the index geometrically.
 
+use super::index::Index;
 use super::list::{Link, Nodes, NIL};
 
 /// What the arena needs from an entry: its key and its primary list link.
 pub(crate) trait Slot: Copy {
     fn key(&self) -> u64;
+    fn set_key(&mut self, key: u64);
     fn link(&self) -> &Link;
     fn link_mut(&mut self) -> &mut Link;
 }
@@ -29,6 +30,10 @@ macro_rules! impl_slot {
             #[inline]
             fn key(&self) -> u64 {
                 self.key
+            }
+            #[inline]
+            fn set_key(&mut self, key: u64) {
+                self.key = key;
             }
             #[inline]
             fn link(&self) -> &$crate::cache::read::list::Link {
@@ -45,7 +50,8 @@ pub(crate) use impl_slot;
 
 /// The `ReadPolicy` accessors that every policy keeping its entries in one `slab` with
 /// `used` and `capacity` counters spells the same way: `remove`, `contains`, `len`, `used`,
-/// `capacity`. The policy provides `unlink(id)`, which detaches an entry from its lists.
+/// `capacity`, and the touches of `slab_touch`. The policy provides `unlink(id)`, which
+/// detaches an entry from its lists.
 /// Expands inside the `impl ReadPolicy` block.
 macro_rules! slab_policy_accessors {
     () => {
@@ -75,6 +81,8 @@ macro_rules! slab_policy_accessors {
         fn capacity(&self) -> u64 {
             self.capacity
         }
+
+        $crate::cache::read::slab::slab_touch!();
     };
 }
 pub(crate) use slab_policy_accessors;
@@ -117,8 +125,22 @@ macro_rules! ghost_policy_accessors {
         fn capacity(&self) -> u64 {
             self.capacity
         }
+
+        slab_touch!();
     };
 }
+
+/// The `ReadPolicy::touch_index` of a policy whose lookups go through its
+/// `slab`. Expands inside the `impl ReadPolicy` block.
+macro_rules! slab_touch {
+    () => {
+        #[inline]
+        fn touch_index(&self, key: u64) -> u64 {
+            self.slab.touch_index(key)
+        }
+    };
+}
+pub(crate) use slab_touch;
 
 impl<E: Slot> Nodes for [E] {
     #[inline]
@@ -131,168 +153,7 @@ impl<E: Slot> Nodes for [E] {
     }
 }
 
-const EMPTY: u32 = u32::MAX;
-/// 2^64 / golden ratio: consecutive keys land far apart.
-const FIB: u64 = 0x9E37_79B9_7F4A_7C15;
-/// Largest table: keeps at least 1 bit of every bucket for the (saturating) displacement.
-pub(crate) const MAX_BUCKETS_LOG2: u32 = 31;
-
-/// Open-addressing table of slot ids; keys are read from the entries.
-///
-/// A bucket packs the slot id (low `slot_bits` bits, `slot_bits = log2(buckets)`) with the
-/// entry's displacement from its home bucket (high bits, saturating). Slot ids fit because the
-/// arena never holds more entries than 3/4 of the buckets. The displacement lets a lookup skip
-/// buckets whose entry has a different home without reading that entry, and lets deletion
-/// shift entries back without reading any key: both save a cache miss into the arena.
-#[derive(Clone, Debug)]
-struct Index {
-    buckets: Vec<u32>,
-    /// 64 - log2(buckets.len()).
-    shift: u32,
-    slot_bits: u32,
-    len: usize,
-}
-
-impl Index {
-    /// A table that holds `n` keys at a load factor of at most 3/4.
-    fn for_entries(n: usize) -> Index {
-        let want = n.saturating_mul(4) / 3 + 1;
-        let size = want
-            .next_power_of_two()
-            .clamp(8, 1usize << MAX_BUCKETS_LOG2);
-        let bits = size.trailing_zeros();
-        Index {
-            buckets: vec![EMPTY; size],
-            shift: 64 - bits,
-            slot_bits: bits,
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn mask(&self) -> usize {
-        self.buckets.len() - 1
-    }
-
-    #[inline]
-    fn max_disp(&self) -> usize {
-        (u32::MAX >> self.slot_bits) as usize
-    }
-
-    #[inline]
-    fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(FIB) >> self.shift) as usize
-    }
-
-    #[inline]
-    fn slot_of(&self, v: u32) -> u32 {
-        v & ((1u32 << self.slot_bits) - 1)
-    }
-
-    #[inline]
-    fn encode(&self, disp: usize, slot: u32) -> u32 {
-        ((disp.min(self.max_disp()) as u32) << self.slot_bits) | slot
-    }
-
-    /// Displacement of the entry in bucket `j` holding `v`; reads the key only when the stored
-    /// value saturated.
-    #[inline]
-    fn disp_at<E: Slot>(&self, entries: &[E], j: usize, v: u32) -> usize {
-        let d = (v >> self.slot_bits) as usize;
-        if d < self.max_disp() {
-            d
-        } else {
-            let key = entries[self.slot_of(v) as usize].key();
-            j.wrapping_sub(self.home(key)) & self.mask()
-        }
-    }
-
-    #[inline]
-    fn find<E: Slot>(&self, entries: &[E], key: u64) -> Option<u32> {
-        let mask = self.mask();
-        let max = self.max_disp();
-        let mut i = self.home(key);
-        let mut d = 0usize;
-        loop {
-            let v = self.buckets[i];
-            if v == EMPTY {
-                return None;
-            }
-            // Same stored displacement = same home bucket: only then can it be our key.
-            if (v >> self.slot_bits) as usize == d.min(max) {
-                let s = self.slot_of(v);
-                if entries[s as usize].key() == key {
-                    return Some(s);
-                }
-            }
-            i = (i + 1) & mask;
-            d += 1;
-        }
-    }
-
-    /// Add `id` under `key`, which must be absent. The caller keeps the load under 3/4.
-    #[inline]
-    fn insert(&mut self, key: u64, id: u32) {
-        let mask = self.mask();
-        let mut i = self.home(key);
-        let mut d = 0usize;
-        while self.buckets[i] != EMPTY {
-            i = (i + 1) & mask;
-            d += 1;
-        }
-        self.buckets[i] = self.encode(d, id);
-        self.len += 1;
-    }
-
-    /// Remove `key` (present, mapped to `id`), shifting later members of its probe run back
-    /// so that every key stays reachable from its home bucket without tombstones.
-    #[inline]
-    fn remove<E: Slot>(&mut self, entries: &[E], key: u64, id: u32) {
-        let mask = self.mask();
-        let mut hole = self.home(key);
-        loop {
-            let v = self.buckets[hole];
-            if v == EMPTY {
-                debug_assert!(false, "removing an absent key");
-                return;
-            }
-            if self.slot_of(v) == id {
-                break;
-            }
-            hole = (hole + 1) & mask;
-        }
-        let mut j = hole;
-        loop {
-            j = (j + 1) & mask;
-            let v = self.buckets[j];
-            if v == EMPTY {
-                break;
-            }
-            let disp = self.disp_at(entries, j, v);
-            let gap = j.wrapping_sub(hole) & mask;
-            // The entry may fill the hole if the hole lies on its probe path (home ..= j).
-            if disp >= gap {
-                self.buckets[hole] = self.encode(disp - gap, self.slot_of(v));
-                hole = j;
-            }
-        }
-        self.buckets[hole] = EMPTY;
-        self.len -= 1;
-    }
-
-    #[inline]
-    fn needs_growth(&self) -> bool {
-        (self.len + 1) * 4 > self.buckets.len() * 3 && self.buckets.len() < 1 << MAX_BUCKETS_LOG2
-    }
-
-    fn rebuild<E: Slot>(&mut self, entries: &[E], live: impl Iterator<Item = u32>) {
-        let mut bigger = Index::for_entries(self.buckets.len());
-        for id in live {
-            bigger.insert(entries[id as usize].key(), id);
-        }
-        *self = bigger;
-    }
-}
+pub(crate) use super::index::MAX_BUCKETS_LOG2;
 
 /// Arena of entries with a key index and a free list.
 #[derive(Clone, Debug)]
@@ -315,13 +176,19 @@ impl<E: Slot> Slab<E> {
     }
 
     /// Slot of `key`, if present.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, key: u64) -> Option<u32> {
         self.index.find(&self.entries, key)
     }
 
-    /// Store `e` (whose key must be absent) and return its slot id; its link is detached.
+    /// The home bucket of `key` (see `ReadPolicy::touch_index`).
     #[inline]
+    pub fn touch_index(&self, key: u64) -> u64 {
+        u64::from(self.index.buckets()[self.index.home(key)])
+    }
+
+    /// Store `e` (whose key must be absent) and return its slot id; its link is detached.
+    #[inline(always)]
     pub fn insert(&mut self, mut e: E) -> u32 {
         debug_assert!(self.find(e.key()).is_none(), "duplicate key");
         if self.index.needs_growth() {
@@ -342,32 +209,55 @@ impl<E: Slot> Slab<E> {
         };
         self.index.insert(e.key(), id);
         self.live += 1;
+        debug_assert_eq!(self.index.len(), self.live);
         id
     }
 
     /// Drop slot `id` (which must be live and already unlinked from every list) and return
     /// its entry.
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, id: u32) -> E {
         let e = self.entries[id as usize];
-        self.index.remove(&self.entries, e.key(), id);
+        self.index.remove(e.key(), id);
         self.entries[id as usize].link_mut().next = self.free;
         self.free = id;
         self.live -= 1;
         e
     }
 
+    /// Give live slot `id` (already unlinked from every list) to `e`, whose key must be
+    /// absent, and return the entry it held: [`Slab::remove`] then [`Slab::insert`], which
+    /// would reuse the slot, in one step (no free list, no growth check). `e`'s link is
+    /// detached.
+    #[inline(always)]
+    pub fn replace(&mut self, id: u32, mut e: E) -> E {
+        debug_assert!(self.find(e.key()).is_none(), "duplicate key");
+        let old = self.entries[id as usize];
+        self.index.remove(old.key(), id);
+        *e.link_mut() = Link::DETACHED;
+        self.entries[id as usize] = e;
+        self.index.insert(e.key(), id);
+        debug_assert_eq!(self.index.len(), self.live);
+        old
+    }
+
+    /// Give live slot `id` the key `key` (which must be absent) and return its old key,
+    /// keeping the rest of the entry (its links included): for a slot handed from an evicted
+    /// entry to a new one in one step, the caller then setting the other fields and the list
+    /// position, where removing and inserting (which would reuse the slot) would leave them.
+    #[inline(always)]
+    pub fn rekey(&mut self, id: u32, key: u64) -> u64 {
+        debug_assert!(self.find(key).is_none(), "duplicate key");
+        let old = self.entries[id as usize].key();
+        self.index.remove(old, id);
+        self.entries[id as usize].set_key(key);
+        self.index.insert(key, id);
+        old
+    }
+
     #[cold]
     fn grow_index(&mut self) {
-        // Live slots are exactly those reachable from the old index.
-        let index = &self.index;
-        let live: Vec<u32> = index
-            .buckets
-            .iter()
-            .filter(|&&v| v != EMPTY)
-            .map(|&v| index.slot_of(v))
-            .collect();
-        self.index.rebuild(&self.entries, live.into_iter());
+        self.index.grow(&self.entries);
     }
 
     #[inline]
@@ -394,7 +284,7 @@ impl<E: Slot> Slab<E> {
 
     /// Heap bytes of the arena and the index.
     pub fn heap_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<E>() + self.index.buckets.capacity() * 4
+        self.entries.capacity() * std::mem::size_of::<E>() + self.index.heap_bytes()
     }
 }
 
@@ -484,10 +374,47 @@ mod tests {
         }
     }
 
+    /// Random inserts, lookups and removals against a `HashMap`, in a table kept at its load
+    /// limit (1) so that chains are long and removals from their middle happen all the time.
+    #[test]
+    fn random_operations_match_a_map() {
+        let mut s: Slab<E> = Slab::with_capacity(96);
+        let buckets = s.index.buckets().len();
+        let mut model: std::collections::HashMap<u64, u32> = Default::default();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for step in 0..200_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few distinct keys, many of them sharing home buckets.
+            let key = (x >> 8) % 400;
+            match s.find(key) {
+                Some(id) => {
+                    assert_eq!(model.get(&key), Some(&id), "step {step}");
+                    if !x.is_multiple_of(3) {
+                        s.remove(id);
+                        model.remove(&key);
+                    }
+                }
+                None => {
+                    assert!(!model.contains_key(&key), "step {step}");
+                    if model.len() < buckets {
+                        model.insert(key, s.insert(e(key)));
+                    }
+                }
+            }
+            assert_eq!(s.len(), model.len());
+        }
+        assert_eq!(s.index.buckets().len(), buckets, "never grew");
+        for (&key, &id) in &model {
+            assert_eq!(s.find(key), Some(id));
+        }
+    }
+
     #[test]
     fn sized_arena_never_reallocates() {
         let mut s: Slab<E> = Slab::with_capacity(100);
-        let (cap, buckets) = (s.entries.capacity(), s.index.buckets.len());
+        let (cap, buckets) = (s.entries.capacity(), s.index.buckets().len());
         for round in 0..50u64 {
             let ids: Vec<u32> = (0..100).map(|k| s.insert(e(round * 1000 + k))).collect();
             for id in ids {
@@ -495,6 +422,6 @@ mod tests {
             }
         }
         assert_eq!(s.entries.capacity(), cap);
-        assert_eq!(s.index.buckets.len(), buckets);
+        assert_eq!(s.index.buckets().len(), buckets);
     }
 }

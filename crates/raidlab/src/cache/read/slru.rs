@@ -74,12 +74,14 @@ impl Slru {
         }
     }
 
+    #[inline(always)]
     fn unlink(&mut self, id: u32) {
         let e = *self.slab.get(id);
         self.segs[e.seg as usize].unlink(self.slab.nodes(), id);
         self.seg_used[e.seg as usize] -= u64::from(e.size);
     }
 
+    #[inline(always)]
     fn push_front(&mut self, id: u32, seg: usize) {
         let e = self.slab.get_mut(id);
         e.seg = seg as u8;
@@ -105,11 +107,18 @@ impl Slru {
         }
     }
 
-    /// Evict the LRU entry of the lowest non-empty segment.
-    fn pop_victim(&mut self) -> Option<u64> {
+    /// Unlink the LRU entry of the lowest non-empty segment and return it.
+    #[inline(always)]
+    fn unlink_victim(&mut self) -> Option<u32> {
         let seg = self.segs.iter().position(|l| !l.is_empty())?;
         let id = self.segs[seg].back()?;
         self.unlink(id);
+        Some(id)
+    }
+
+    /// Evict the LRU entry of the lowest non-empty segment.
+    fn pop_victim(&mut self) -> Option<u64> {
+        let id = self.unlink_victim()?;
         let e = self.slab.remove(id);
         self.used -= u64::from(e.size);
         Some(e.key)
@@ -121,7 +130,7 @@ impl ReadPolicy for Slru {
         "slru"
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         let Some(id) = self.slab.find(acc.key) else {
             return false;
@@ -140,29 +149,45 @@ impl ReadPolicy for Slru {
         true
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
             return false;
         }
         debug_assert!(!self.contains(acc.key), "insert of a resident key");
+        let entry = Entry {
+            key: acc.key,
+            link: Link::DETACHED,
+            size: acc.size,
+            seg: 0,
+        };
+        // The last victim's slot goes to the new entry, as removing and inserting would
+        // (block mode: every eviction).
+        let mut reuse = None;
         while self.used + size > self.capacity {
-            match self.pop_victim() {
-                Some(k) => evicted.push(k),
-                None => break,
+            let Some(victim) = self.unlink_victim() else {
+                break;
+            };
+            self.used -= u64::from(self.slab.get(victim).size);
+            if self.used + size <= self.capacity {
+                reuse = Some(victim);
+                break;
             }
+            evicted.push(self.slab.remove(victim).key);
         }
         let seg = self
             .seg_used
             .iter()
             .position(|&u| u + size <= self.seg_cap)
             .unwrap_or(0);
-        let id = self.slab.insert(Entry {
-            key: acc.key,
-            link: Link::DETACHED,
-            size: acc.size,
-            seg: 0,
-        });
+        let id = match reuse {
+            Some(victim) => {
+                evicted.push(self.slab.replace(victim, entry).key);
+                victim
+            }
+            None => self.slab.insert(entry),
+        };
         self.push_front(id, seg);
         self.used += size;
         debug_assert!(self.used <= self.capacity);

@@ -58,6 +58,7 @@ impl TwoQ {
         }
     }
 
+    #[inline(always)]
     fn unlink(&mut self, id: u32) -> Entry {
         let e = *self.slab.get(id);
         self.queues[e.queue as usize].unlink(self.slab.nodes(), id);
@@ -65,6 +66,7 @@ impl TwoQ {
         e
     }
 
+    #[inline(always)]
     fn push_front(&mut self, id: u32, queue: u8) {
         let e = self.slab.get_mut(id);
         e.queue = queue;
@@ -74,6 +76,7 @@ impl TwoQ {
     }
 
     /// Evict one resident entry; false when nothing is resident.
+    #[inline(always)]
     fn reclaim(&mut self, evicted: &mut Vec<u64>) -> bool {
         let a1in_over = self.sizes[A1IN as usize] > self.kin_units;
         let from_a1in = !self.queues[A1IN as usize].is_empty()
@@ -116,7 +119,7 @@ impl ReadPolicy for TwoQ {
         "2q"
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         let Some(id) = self.slab.find(acc.key) else {
             return false;
@@ -131,6 +134,7 @@ impl ReadPolicy for TwoQ {
         }
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {

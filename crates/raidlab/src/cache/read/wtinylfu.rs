@@ -292,7 +292,7 @@ impl ReadPolicy for WTinyLfu {
         "wtinylfu"
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, acc: &Access<'_>) -> bool {
         let Some(id) = self.slab.find(acc.key) else {
             return false;
@@ -318,6 +318,7 @@ impl ReadPolicy for WTinyLfu {
         true
     }
 
+    #[inline(always)]
     fn insert(&mut self, acc: &Access<'_>, evicted: &mut Vec<u64>) -> bool {
         let size = u64::from(acc.size);
         if size > self.capacity {
