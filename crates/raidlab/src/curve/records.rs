@@ -26,6 +26,8 @@ use crate::workload::{self, decompress, Format, SourceSpec, WorkloadSpec};
 /// Records per chunk read from the file (1.5 MiB: syscalls amortise, the chunk stays in L2
 /// or L3 while it is walked).
 const CHUNK_RECORDS: usize = 1 << 16;
+/// Interrupted reads retried per chunk before the interruption is an I/O error.
+const INTERRUPTS_MAX: u32 = 1000;
 
 /// The oracleGeneral trace this walk can read for `spec`, or `None` (another format, a
 /// generator, an overlay, or a device selection, which the generic reader refuses). A file
@@ -65,6 +67,9 @@ pub(crate) fn walk<S: Sink>(
     // Each chunk adds at least one record or ends the input (reads of zero bytes are the
     // end), so the loop runs at most once per record plus once.
     while !eof && seen < limit {
+        // Each read adds a byte or more, ends the input, or was interrupted (retried a
+        // bounded number of times).
+        let mut interrupts = 0;
         while filled < buf.len() {
             match input.read(&mut buf[filled..]) {
                 Ok(0) => {
@@ -72,7 +77,9 @@ pub(crate) fn walk<S: Sink>(
                     break;
                 }
                 Ok(n) => filled += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted && interrupts < INTERRUPTS_MAX => {
+                    interrupts += 1;
+                }
                 Err(e) => return Err(Error::io(&label, &e)),
             }
         }
