@@ -121,7 +121,9 @@ fn replay<P: ReadPolicy + ?Sized, const OBJECT: bool>(
     let mut left = exp.workload.limit.unwrap_or(u64::MAX);
     let mut keys = [0u64; BATCH];
     let mut sizes = [0u32; BATCH];
-    let mut evicted: Vec<u64> = Vec::with_capacity(64);
+    // Victims of a whole batch (counted and cleared once a batch): at most one an insert in
+    // block mode, so the capacity is never passed there.
+    let mut evicted: Vec<u64> = Vec::with_capacity(4 * BATCH);
     let mut c = Counters::default();
     let mut now: u64 = 0;
     let started = Instant::now();
@@ -151,6 +153,8 @@ fn replay<P: ReadPolicy + ?Sized, const OBJECT: bool>(
                 progress(c.requests & (PROGRESS_EVERY - 1));
                 m = m.measured_from_here();
                 c = Counters::default();
+                // Victims of the warm-up are not counted.
+                evicted.clear();
             }
             c.requests += 1;
             if c.requests & (PROGRESS_EVERY - 1) == 0 && !progress(PROGRESS_EVERY) {
@@ -177,10 +181,10 @@ fn replay<P: ReadPolicy + ?Sized, const OBJECT: bool>(
             if OBJECT {
                 c.miss_bytes += u64::from(size);
             }
-            evicted.clear();
             policy.insert(&acc, &mut evicted);
-            c.evictions += evicted.len() as u64;
         }
+        c.evictions += evicted.len() as u64;
+        evicted.clear();
         debug_assert!(policy.used() <= policy.capacity());
     }
     progress(c.requests & (PROGRESS_EVERY - 1));
