@@ -35,27 +35,19 @@ pub(super) fn hotspots_spec(t: &mut Table<'_>, seed: u64) -> Result<SynthSpec> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::from_toml;
-    use crate::error::Error;
+    use crate::config::synth_test::{error_key, synthetic};
     use crate::workload::synth::HotspotsSpec;
-    use crate::workload::{SourceSpec, SynthSpec};
-
-    const BASE: &str = "[cache]\npolicy = \"lru\"\ncapacity_blocks = 10\n[workload.synthetic]\n\
-                        kind = \"hotspots\"\n";
+    use crate::workload::SynthSpec;
 
     fn spec(extra: &str) -> crate::error::Result<HotspotsSpec> {
-        let exps = from_toml(&format!("{BASE}{extra}"), "h.toml", None)?;
-        match &exps[0].workload.source {
-            SourceSpec::Synthetic(SynthSpec::Hotspots(s)) => Ok(s.clone()),
+        match synthetic("hotspots", extra, "h.toml")? {
+            SynthSpec::Hotspots(s) => Ok(s),
             other => panic!("{other:?}"),
         }
     }
 
     fn key(extra: &str) -> String {
-        match spec(extra).unwrap_err() {
-            Error::Config { key, .. } => key,
-            other => panic!("{other}"),
-        }
+        error_key(spec(extra))
     }
 
     #[test]

@@ -491,3 +491,32 @@ fn insert_absent(tree: &mut Value, path: &str, value: &Value) {
 
 #[cfg(test)]
 mod tests;
+
+/// Test helpers shared by the generator sections' tests.
+#[cfg(test)]
+pub(crate) mod synth_test {
+    use crate::error::{Error, Result};
+    use crate::workload::{SourceSpec, SynthSpec};
+
+    /// The `[workload.synthetic]` of a config with `kind` and the `extra` keys (a small LRU
+    /// cache around it), parsed from a file named `file`.
+    pub(crate) fn synthetic(kind: &str, extra: &str, file: &str) -> Result<SynthSpec> {
+        let text = format!(
+            "[cache]\npolicy = \"lru\"\ncapacity_blocks = 10\n[workload.synthetic]\n\
+             kind = \"{kind}\"\n{extra}"
+        );
+        let exps = super::from_toml(&text, file, None)?;
+        match &exps[0].workload.source {
+            SourceSpec::Synthetic(s) => Ok(s.clone()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The config key a failed parse names.
+    pub(crate) fn error_key<T: std::fmt::Debug>(r: Result<T>) -> String {
+        match r.unwrap_err() {
+            Error::Config { key, .. } => key,
+            other => panic!("{other}"),
+        }
+    }
+}
