@@ -13,8 +13,12 @@
 pub(crate) struct Hist {
     /// Cache sizes in blocks, ascending.
     sizes: Vec<u64>,
-    /// `sizes` times the sampling rate: an access at sampled depth `d` hits size `i` when
-    /// `d <= thresholds[i]` (the rescaled distance `d / R` is at most the size).
+    /// Each size in sampled depths: an access at sampled depth `d` hits size `i` when
+    /// `d <= thresholds[i]`. The `d - 1` sampled blocks above the access stand for
+    /// `(d - 1) / R` blocks, so its estimated depth is `1 + (d - 1) / R`, and it hits a cache
+    /// of `s` blocks when `d <= 1 + (s - 1) R` (SHARDS's scaling of a distance that counts
+    /// the blocks in between; rescaling the depth itself, `d / R`, would count the accessed
+    /// block `1 / R` times). At `R = 1` the threshold is the size.
     thresholds: Vec<f64>,
     hits: Vec<f64>,
     hit_cost: Vec<f64>,
@@ -41,7 +45,7 @@ impl Hist {
     pub(crate) fn set_rate(&mut self, rate: f64) {
         self.thresholds.clear();
         self.thresholds
-            .extend(self.sizes.iter().map(|&s| s as f64 * rate));
+            .extend(self.sizes.iter().map(|&s| 1.0 + (s as f64 - 1.0) * rate));
     }
 
     /// One measured access at `depth` (`None`: cold) costing `cost` disk blocks on a miss.
@@ -113,5 +117,17 @@ mod tests {
         let mut h = Hist::new(&[2, 4], 0.5);
         h.record(Some(2), 1);
         assert_eq!(h.misses(), vec![(1.0, 1.0), (0.0, 0.0)]);
+    }
+
+    #[test]
+    fn a_sampled_depth_counts_the_blocks_between() {
+        // At rate 0.01 a sampled depth of 2 is one sampled block between two accesses:
+        // about 100 blocks, an estimated depth of 101. It hits 101 blocks, not 100.
+        let mut h = Hist::new(&[100, 101], 0.01);
+        h.record(Some(2), 3);
+        assert_eq!(h.misses(), vec![(1.0, 3.0), (0.0, 0.0)]);
+        // Depth 1 (the block again, nothing between) hits every size.
+        h.record(Some(1), 3);
+        assert_eq!(h.misses(), vec![(1.0, 3.0), (0.0, 0.0)]);
     }
 }
