@@ -80,6 +80,13 @@ pub const MAX_SET_FRACTION: f64 = 0.95;
 /// A draw below this is a write: 1/5000 = 0.02% of requests (as `websearch.rs`).
 const WRITE_BELOW: u64 = u64::MAX / 5000;
 const NS: f64 = 1e9;
+/// Longest expected run, nanoseconds (2^60: 36 years, a factor 16 inside `u64`).
+const SPAN_NS_MAX: f64 = 1_152_921_504_606_846_976.0;
+/// Most background changes a request, on average.
+const EVENTS_PER_REQUEST_MAX: f64 = 1_000.0;
+/// Shortest mean gap of a background process, as a share of the run's span: 2^-40, so a
+/// gap is at least 2^12 times the clock's `f64` resolution at the end of the run.
+const SPAN_RESOLUTION: f64 = 1.0 / 1_099_511_627_776.0;
 
 /// Parameters of the generator (`kind = "hotspots"` in `[workload.synthetic]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -200,7 +207,6 @@ impl HotspotsSpec {
                 ),
             ));
         }
-        // At least one request a million seconds keeps times far inside u64 nanoseconds.
         in_range(
             "mean_interarrival_ms",
             self.mean_interarrival_ns / 1e6,
@@ -220,7 +226,60 @@ impl HotspotsSpec {
         in_range("spot_life_s", self.spot_life_s, 1e-3, 1e12)?;
         in_range("rate_ratio", self.rate_ratio, 1.0, 1e6)?;
         in_range("high_share", self.high_share, 1e-6, 1.0 - 1e-6)?;
-        in_range("high_s", self.high_s, 1e-3, 1e9)
+        in_range("high_s", self.high_s, 1e-3, 1e9)?;
+        self.validate_rates()
+    }
+
+    /// Bounds across parameters, which each key's own range cannot give: the run's expected
+    /// span stays inside `u64` nanoseconds (arrival times are rounded to them), and every
+    /// background process (working-set changes, spot moves, busy/lull switches) has a mean
+    /// gap of at least 1/1,000 of a request's and well above the `f64` resolution of the
+    /// run's clock. The generator applies every change due before each request in a loop, so
+    /// without them a generator could spin millions of times a request, or forever once a
+    /// gap fell below the clock's resolution.
+    fn validate_rates(&self) -> Result<()> {
+        let gap_ns = self.mean_interarrival_ns;
+        let span_ns = self.requests as f64 * gap_ns;
+        if span_ns > SPAN_NS_MAX {
+            return Err(bad(
+                "requests",
+                format!(
+                    "{} requests {} ms apart span {:.3e} ns, more than 2^60",
+                    self.requests,
+                    gap_ns / 1e6,
+                    span_ns
+                ),
+            ));
+        }
+        let floor_ns = (gap_ns / EVENTS_PER_REQUEST_MAX).max(span_ns * SPAN_RESOLUTION);
+        let p = self.high_share;
+        for (key, what, mean_ns) in [
+            (
+                "set_life_s",
+                "working-set changes",
+                self.set_life_s * NS / self.set_areas() as f64,
+            ),
+            (
+                "spot_life_s",
+                "spot moves",
+                self.spot_life_s * NS / self.spots() as f64,
+            ),
+            ("high_s", "busy periods", self.high_s * NS),
+            ("high_s", "lulls", self.high_s * NS * (1.0 - p) / p),
+        ] {
+            if mean_ns < floor_ns {
+                return Err(bad(
+                    key,
+                    format!(
+                        "{what} every {mean_ns:.3e} ns on average: at most \
+                         {EVENTS_PER_REQUEST_MAX} a request ({gap_ns:.3e} ns apart) and no \
+                         closer than {:.3e} ns over the run's span",
+                        span_ns * SPAN_RESOLUTION
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

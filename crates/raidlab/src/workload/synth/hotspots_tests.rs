@@ -301,8 +301,63 @@ fn bad_parameters_name_their_key() {
     assert_eq!(
         key(HotspotsSpec {
             spot_life_s: f64::INFINITY,
-            ..s
+            ..s.clone()
         }),
         k("spot_life_s")
     );
+}
+
+#[test]
+fn settings_that_would_spin_the_generator_are_refused() {
+    let key = |spec: HotspotsSpec| match Hotspots::new(spec).err().unwrap() {
+        crate::error::Error::Config { key, .. } => key,
+        other => panic!("{other}"),
+    };
+    let k = |s: &str| format!("workload.synthetic.{s}");
+    let s = small(1);
+    // Every area a spot, each moving every millisecond: thousands of moves a request.
+    let many = HotspotsSpec {
+        area_bytes: 32 << 10,
+        spot_fraction: 1.0,
+        spot_life_s: 1e-3,
+        ..s.clone()
+    };
+    assert!(many.spots() > 1_000, "{}", many.spots());
+    assert_eq!(key(many), k("spot_life_s"));
+    // A request every 11 days: the working set changes many times a request.
+    assert_eq!(
+        key(HotspotsSpec {
+            mean_interarrival_ns: 1e15,
+            requests: 100,
+            ..s.clone()
+        }),
+        k("set_life_s")
+    );
+    // A span past 2^60 ns.
+    assert_eq!(
+        key(HotspotsSpec {
+            mean_interarrival_ns: 1e15,
+            requests: 2_000,
+            set_life_s: 1e12,
+            spot_life_s: 1e12,
+            high_s: 1e9,
+            ..s.clone()
+        }),
+        k("requests")
+    );
+    // Busy periods of 1 ms around requests ten seconds apart.
+    assert_eq!(
+        key(HotspotsSpec {
+            mean_interarrival_ns: 1e10,
+            high_s: 1e-3,
+            ..s.clone()
+        }),
+        k("high_s")
+    );
+    // The fitted model itself is accepted at the sizes the experiments use.
+    for requests in [1_000, 1_000_000, 1_000_000_000] {
+        HotspotsSpec::websearch(60 << 30, requests, 3.7e6, 1)
+            .validate()
+            .unwrap();
+    }
 }
