@@ -59,9 +59,16 @@ pub fn open_batched(path: &Path) -> Result<OracleReader<Box<dyn Read + Send>>> {
     Ok(OracleReader::small_chunks(input, &label))
 }
 
-/// The file at `path`, positioned at its start, when it is not compressed; `None` when it is.
+/// The file at `path`, positioned at its start, when it is a regular file and not
+/// compressed; `None` when it is compressed or not a regular file (a pipe or a device cannot
+/// be rewound after its head is read: `decompress::open_path` reads those).
 fn plain_file(path: &Path, label: &str) -> Result<Option<File>> {
     let io = |e: std::io::Error| Error::io(label, &e);
+    // Asked before opening: opening a pipe to look and closing it again would lose what
+    // its writer sent.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Ok(None);
+    }
     let mut file = File::open(path).map_err(io)?;
     let mut head = [0u8; 8];
     let mut got = 0;

@@ -245,3 +245,39 @@ fn only_plain_caches_over_oracle_traces_take_the_fast_path() {
         "[cache]\npolicy = \"opt\"\ncapacity_blocks = 4\n"
     ));
 }
+
+/// Counting from a pipe (`trace = "/dev/stdin"`, a process substitution): the fast path
+/// cannot rewind it after sniffing its head, so it reads it as a stream, with the metrics of
+/// the same trace read from a file.
+#[cfg(unix)]
+#[test]
+fn a_named_pipe_counts_as_its_file() {
+    let path = oracle_trace("pipe", 20_000, 3_000);
+    let fifo = path.with_file_name("t.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: mkfifo is not available");
+        return;
+    }
+    let cache = "[cache]\npolicy = \"lru\"\ncapacity_blocks = 300\n";
+    let count = |trace: &Path| {
+        let exp = experiment(trace, "oracleGeneral", cache);
+        assert!(fast::oracle_trace(&exp).is_some());
+        let (_, pre) = resolve_capacity(&exp, None).unwrap();
+        let mut m = run(&exp, pre, &mut |_| true).unwrap();
+        m.wall_ns = 0;
+        m
+    };
+    let bytes = std::fs::read(&path).unwrap();
+    let writer = {
+        let fifo = fifo.clone();
+        // Opening a pipe for writing waits for its reader: the count below.
+        std::thread::spawn(move || std::fs::write(fifo, bytes).unwrap())
+    };
+    let from_pipe = count(&fifo);
+    writer.join().unwrap();
+    std::fs::remove_file(&fifo).unwrap();
+    assert_eq!(from_pipe, count(&path));
+    assert_eq!(from_pipe.requests, 20_000);
+}
