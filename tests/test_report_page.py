@@ -154,3 +154,29 @@ def test_the_papers_numbers_stand_beside_raidlabs(tmp_path: Path) -> None:
     assert "<td>zipf: vdf-lru vs lru</td><td>+20.0%</td><td>+20.0%</td><td>2/2</td><td>-</td>" in summary
     assert "the paper reports no number for this row" in summary
     assert "web: vdf-lru vs lru: best +20.0%, median +20.0%, improved in 3/3 cells; paper: up to +31.4% (VDF §5, Fig. 3)" in console.export_text()
+
+
+def test_a_seeded_table_needs_a_first_column_naming_one_run(tmp_path: Path) -> None:
+    """Averaging a ``table`` over seeds matches rows by its first column: a column shared by
+    several runs of one seed would merge them silently, so it is refused, naming the key."""
+    import pytest
+
+    from raidlab import ConfigError
+    from raidlab.report import extra_views
+
+    rows = [
+        {"name": f"{policy}-{disks}", "cache.policy": policy, "array.disks": disks, "run.seed": seed, "rgr": 0.1 * disks + seed}
+        for policy in ("lru", "vdf-lru")
+        for disks in (4, 5)
+        for seed in (1, 2)
+    ]
+    df = pd.DataFrame(rows)
+    console = Console(record=True, width=120)
+    bad = Section(file=Path("exp.toml"), spec={"table": ["cache.policy", "rgr"]}, frame=df, skipped=[])
+    with pytest.raises(ConfigError, match="report.table") as e:
+        extra_views(bad, tmp_path, "t", console)
+    assert e.value.key == "report.table"
+    good = Section(file=Path("exp.toml"), spec={"table": ["name", "rgr"]}, frame=df, skipped=[])
+    [html] = extra_views(good, tmp_path, "t", console)
+    # lru-4: 0.4 + 1 and 0.4 + 2 -> mean 1.9.
+    assert "mean ± 95% CI over 2 seeds" in html and "1.9000" in html

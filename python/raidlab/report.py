@@ -237,7 +237,17 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
     cols = [c for c in s.spec.get("table", []) if c in s.frame.columns]
     seeds = seed_key(s.frame, s.spec)
     if cols and seeds:
-        # One row per run of the first seed: the mean over seeds and its 95% interval.
+        # One row per run of the first seed: the mean over seeds and its 95% interval. Rows
+        # are matched across seeds by the first column, so it must name one run per seed.
+        repeated = s.frame.groupby(seeds)[cols[0]].apply(lambda v: v[v.duplicated()].tolist())
+        if any(repeated):
+            err = _core.ConfigError(
+                f"{s.file}: report.table: the first column, {cols[0]!r}, names several runs of one seed"
+                f" ({sorted({str(v) for vs in repeated for v in vs})[:5]}); averaging over seeds"
+                " matches rows by it: put a column naming each run first (such as 'name')"
+            )
+            err.key = "report.table"
+            raise err
         mean, hw, n = per_seed(s.frame, seeds, lambda f: f[cols].set_index(cols[0]))
         flat = with_ci(mean, hw, lambda v: f"{v:.4f}")
         console_table(console, flat, f"{title} (mean ± 95% CI over {n} seeds)", "{}")
