@@ -100,6 +100,7 @@ fn fmt(r: &[f64]) -> String {
 #[test]
 fn the_websearch_sample_measures_as_documented() {
     let (Some(a), Some(b)) = (sample_device(0), sample_device(1)) else {
+        eprintln!("skipped: the WebSearch sample (../shared/traces/websearch) is absent");
         return;
     };
     let mean: Vec<f64> = row(&a)
