@@ -262,13 +262,20 @@ fn spots_carry_their_share() {
     assert!((on - 0.81).abs() < 0.01, "{on}");
 }
 
-#[test]
-fn bad_parameters_name_their_key() {
-    let key = |spec: HotspotsSpec| match Hotspots::new(spec).err().unwrap() {
+/// The config key a refused spec names.
+fn key(spec: HotspotsSpec) -> String {
+    match Hotspots::new(spec).err().unwrap() {
         crate::error::Error::Config { key, .. } => key,
         other => panic!("{other}"),
-    };
-    let k = |s: &str| format!("workload.synthetic.{s}");
+    }
+}
+
+fn k(s: &str) -> String {
+    format!("workload.synthetic.{s}")
+}
+
+#[test]
+fn bad_parameters_name_their_key() {
     let s = small(1);
     assert_eq!(
         key(HotspotsSpec {
@@ -309,11 +316,6 @@ fn bad_parameters_name_their_key() {
 
 #[test]
 fn settings_that_would_spin_the_generator_are_refused() {
-    let key = |spec: HotspotsSpec| match Hotspots::new(spec).err().unwrap() {
-        crate::error::Error::Config { key, .. } => key,
-        other => panic!("{other}"),
-    };
-    let k = |s: &str| format!("workload.synthetic.{s}");
     let s = small(1);
     // Every area a spot, each moving every millisecond: thousands of moves a request.
     let many = HotspotsSpec {
