@@ -180,3 +180,22 @@ def test_a_seeded_table_needs_a_first_column_naming_one_run(tmp_path: Path) -> N
     [html] = extra_views(good, tmp_path, "t", console)
     # lru-4: 0.4 + 1 and 0.4 + 2 -> mean 1.9.
     assert "mean ± 95% CI over 2 seeds" in html and "1.9000" in html
+
+
+def test_series_carry_the_experiments_seed_key() -> None:
+    """With ``[report] seeds`` naming another key, each run's series carries that key, so
+    the series plot can keep one replicate instead of drawing all as one line."""
+    from types import SimpleNamespace
+
+    from raidlab.reproduce import StoredRuns
+
+    runs = StoredRuns(
+        [
+            SimpleNamespace(name="lru", series={"t_s": [0, 1], "rgr": [0.5, 0.4]}, metrics={"workload.synthetic.seed": s, "run.seed": 1})
+            for s in (7, 8)
+        ]
+    )
+    frame = runs.series_frame("workload.synthetic.seed")
+    assert list(frame.columns[:2]) == ["name", "workload.synthetic.seed"]
+    assert frame["workload.synthetic.seed"].tolist() == [7, 7, 8, 8]
+    assert "run.seed" in runs.series_frame().columns

@@ -38,6 +38,7 @@ from rich.markup import escape
 
 from raidlab import _core, api, cost_aware, rapid, rapid_variants, store, wcache
 from raidlab.progress import SweepBar
+from raidlab.replicates import SEED_KEY
 from raidlab.report import Section, write_report
 from raidlab.sweep import Task, run_tasks, tasks
 
@@ -187,7 +188,7 @@ def reproduce(
         extra += rapid_variants.views(frame, plan.spec, out_dir / name, f.stem)
         extra += cost_aware.views(frame, plan.spec, out_dir / name, f.stem)
         wants_series = "series_plot" in plan.spec or "series" in plan.spec
-        series = runs.series_frame() if wants_series else None
+        series = runs.series_frame(plan.spec.get("seeds", SEED_KEY)) if wants_series else None
         sections.append(Section(f, plan.spec, frame, plan.skipped, series, extra))
     return write_report(name, sections, out_dir / name, console)
 
@@ -240,9 +241,10 @@ class StoredRuns:
     def read(store_dir: Path, frame: Any) -> "StoredRuns":
         return StoredRuns([StoredRun(store_dir, row["name"], row) for row in frame.to_dict("records")])
 
-    def series_frame(self) -> Any:
+    def series_frame(self, seed_key: str = SEED_KEY) -> Any:
         """Every run's time series in one DataFrame with a ``name`` column (the shape of
-        :meth:`raidlab.Result.series`)."""
+        :meth:`raidlab.Result.series`), and the run's ``seed_key`` column when it has one
+        (the experiment's ``[report] seeds``)."""
         import pandas as pd
 
         parts = []
@@ -250,8 +252,8 @@ class StoredRuns:
             if r.series:
                 part = pd.DataFrame(r.series)
                 part.insert(0, "name", r.name)
-                if "run.seed" in r.metrics:
+                if seed_key in r.metrics:
                     # Replicates share their names; the seed tells their series apart.
-                    part.insert(1, "run.seed", r.metrics["run.seed"])
+                    part.insert(1, seed_key, r.metrics[seed_key])
                 parts.append(part)
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
