@@ -84,6 +84,26 @@ impl Index {
         unreachable!("a chain longer than the table");
     }
 
+    /// Start loading the home bucket of `key` into the CPU cache (see `prefetch.rs`).
+    #[inline(always)]
+    pub(super) fn prefetch_bucket(&self, key: u64) {
+        super::prefetch::prefetch(&self.heads[self.home(key)]);
+    }
+
+    /// The first slot of `key`'s chain, `NIL` when empty.
+    #[inline(always)]
+    pub(super) fn head(&self, key: u64) -> u32 {
+        self.heads[self.home(key)]
+    }
+
+    /// Start loading slot `id`'s chain link (read when `id` is removed).
+    #[inline(always)]
+    pub(super) fn prefetch_next(&self, id: u32) {
+        if let Some(n) = self.next.get(id as usize) {
+            super::prefetch::prefetch(n);
+        }
+    }
+
     /// Whether the next insert must grow the table first (its load would pass 1).
     #[inline(always)]
     pub(super) fn needs_growth(&self) -> bool {

@@ -18,6 +18,7 @@ pub(crate) mod slab;
 mod freq;
 mod index;
 pub(crate) mod list;
+mod prefetch;
 mod queue;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -182,6 +183,22 @@ pub trait ReadPolicy {
     fn touch_index(&self, _key: u64) -> u64 {
         0
     }
+
+    /// Start loading into the CPU cache what the lookups of keys `first..first + count`
+    /// read first (their index buckets), without waiting: a caller that draws its requests
+    /// some way ahead calls it then, so the lookups find the buckets cached.
+    ///
+    /// Caller's obligations: none (any keys, any time); `count` small, as it bounds the
+    /// work. Callee's obligations: change no state, allocate nothing and never wait on the
+    /// memory it asks for, so calling it or not never changes a result. Default: nothing.
+    #[inline]
+    fn prefetch(&self, _first: u64, _count: u64) {}
+
+    /// The second step of [`ReadPolicy::prefetch`]: read the keys' index buckets (which an
+    /// earlier `prefetch` should have brought in) and start loading the entries they point
+    /// to. Obligations as for `prefetch`, except that it may wait on the buckets it reads.
+    #[inline]
+    fn prefetch_entries(&self, _first: u64, _count: u64) {}
 }
 
 /// Which policy to build, with its tunables. Filled from the `[cache]` table by

@@ -70,6 +70,10 @@ impl<const PROMOTE: bool> ReadPolicy for Queue<PROMOTE> {
                 self.slab.get_mut(victim).size = acc.size;
                 self.list.move_to_front(self.slab.nodes(), victim);
                 self.used = self.used - old + size;
+                // The next miss evicts the new back: start loading what that reads.
+                if let Some(next) = self.list.back() {
+                    self.slab.prefetch_removal(next);
+                }
                 return true;
             }
         }

@@ -138,6 +138,21 @@ macro_rules! slab_touch {
         fn touch_index(&self, key: u64) -> u64 {
             self.slab.touch_index(key)
         }
+
+        #[inline]
+        fn prefetch(&self, first: u64, count: u64) {
+            // Bounded by the caller's `count`.
+            for key in first..first.saturating_add(count) {
+                self.slab.prefetch_bucket(key);
+            }
+        }
+
+        #[inline]
+        fn prefetch_entries(&self, first: u64, count: u64) {
+            for key in first..first.saturating_add(count) {
+                self.slab.prefetch_entry(key);
+            }
+        }
     };
 }
 pub(crate) use slab_touch;
@@ -185,6 +200,36 @@ impl<E: Slot> Slab<E> {
     #[inline]
     pub fn touch_index(&self, key: u64) -> u64 {
         u64::from(self.index.buckets()[self.index.home(key)])
+    }
+
+    /// Start loading the index bucket a lookup of `key` reads first (`ReadPolicy::prefetch`).
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, key: u64) {
+        self.index.prefetch_bucket(key);
+    }
+
+    /// Read `key`'s index bucket and start loading the entry it points to
+    /// (`ReadPolicy::prefetch_entry`).
+    #[inline(always)]
+    pub fn prefetch_entry(&self, key: u64) {
+        let id = self.index.head(key);
+        if let Some(e) = self.entries.get(id as usize) {
+            super::prefetch::prefetch(e);
+        }
+    }
+
+    /// Start loading what removing live slot `id` from the index and from its list reads:
+    /// its chain link, its key's bucket and its list neighbour `before` (a victim's successor
+    /// as the back of the list). The entry itself must already be in the CPU cache (its key
+    /// is read).
+    #[inline(always)]
+    pub fn prefetch_removal(&self, id: u32) {
+        let e = &self.entries[id as usize];
+        self.index.prefetch_bucket(e.key());
+        self.index.prefetch_next(id);
+        if let Some(p) = self.entries.get(e.link().prev as usize) {
+            super::prefetch::prefetch(p);
+        }
     }
 
     /// Store `e` (whose key must be absent) and return its slot id; its link is detached.

@@ -17,6 +17,7 @@
 //! Time is integer nanoseconds; events fire by (time, insertion order), see `events.rs`.
 //! Nothing is allocated per event once the pools have grown to the run's peak.
 
+mod ahead;
 mod arrivals;
 mod backup;
 #[cfg(test)]
@@ -47,9 +48,10 @@ use crate::config::{Action, Arrivals, Driver, Experiment, TimedSpec};
 use crate::disk::{Class, Device, DiskIo, SECTOR_BYTES};
 use crate::error::{Error, Result};
 use crate::metrics::{DiskMetrics, TimedMetrics};
-use crate::workload::{self, Addressing, Request, RequestSource};
+use crate::workload::{self, Addressing, Request};
 
 use super::count::{self, Prepass, PROGRESS_EVERY};
+use ahead::Ahead;
 use arrivals::Schedule;
 use destage::WriteBack;
 use events::{EventQueue, Kind};
@@ -99,7 +101,8 @@ struct Sim<'e> {
     m: TimedMetrics,
     sampler: Sampler,
     next_event: usize,
-    src: Box<dyn RequestSource>,
+    /// The workload, drawn a few requests ahead for the read cache's prefetch (`ahead.rs`).
+    src: Ahead,
     addressing: Addressing,
     schedule: Option<Schedule>,
     /// The load last told to the source (ramp levels; 0 before the first).
@@ -230,7 +233,8 @@ impl<'e> Sim<'e> {
             outstanding: 0,
             m,
             next_event: 0,
-            src,
+            // A ramp's stream may change with each level's load: no drawing ahead there.
+            src: Ahead::new(src, !matches!(spec.driver, Driver::Ramp { .. })),
             addressing,
             schedule: Schedule::new(&spec.driver, exp.run.seed),
             load_iops: 0.0,
@@ -325,16 +329,17 @@ impl<'e> Sim<'e> {
                 self.load_iops = iops;
                 self.src.set_load(iops)?;
             }
-            let Some(req) = self.src.next_request()? else {
+            let Some(req) = self.draw()? else {
                 self.stopped = true;
                 return Ok(());
             };
             (req, t)
         } else {
-            let Some(req) = self.src.next_request()? else {
+            let Some(req) = self.draw()? else {
                 self.stopped = true;
                 return Ok(());
             };
+            let schedule = self.schedule.as_mut().expect("open loop has a schedule");
             let Some(t) = schedule.next(req.time_ns) else {
                 self.stopped = true;
                 return Ok(());
@@ -359,6 +364,14 @@ impl<'e> Sim<'e> {
         Ok(())
     }
 
+    /// The workload's next request (`Ok(None)` at its end).
+    #[inline]
+    fn draw(&mut self) -> Result<Option<Request>> {
+        let (exp, addressing) = (self.exp, self.addressing);
+        self.src
+            .next_request(self.policy.as_ref(), |r| exp.workload.span(r, addressing))
+    }
+
     /// An arrival event: the open loop's scheduled request, or a closed-loop thread's next.
     fn arrival(&mut self, now: u64) -> Result<()> {
         match self.spec.driver {
@@ -380,7 +393,7 @@ impl<'e> Sim<'e> {
             self.stopped = true;
             return Ok(false);
         }
-        match self.src.next_request()? {
+        match self.draw()? {
             Some(req) => {
                 self.issue(now, &req)?;
                 Ok(true)

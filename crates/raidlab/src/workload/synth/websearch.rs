@@ -154,16 +154,28 @@ pub fn hot_chunks(chunks: u64) -> u64 {
     ((chunks as f64 * HOT_SPACE).round() as u64).clamp(1, chunks)
 }
 
+/// Terms of [`harmonic`] summed exactly; the rest is approximated.
+const HARMONIC_EXACT: u64 = 1000;
+
 /// `sum_{k=1..n} k^-alpha`: exact for the first thousand terms, then the midpoint-rule
 /// integral of `x^-alpha` with its first Euler-Maclaurin correction, whose error past a
 /// thousand terms is far below what the bisection resolves.
 pub fn harmonic(n: u64, alpha: f64) -> f64 {
-    const EXACT: u64 = 1000;
-    let head = n.min(EXACT);
+    harmonic_tail(harmonic_head(n, alpha), n, alpha)
+}
+
+/// The exact part of [`harmonic`]: the first `min(n, 1000)` terms.
+fn harmonic_head(n: u64, alpha: f64) -> f64 {
     let mut sum = 0.0;
-    for k in 1..=head {
+    for k in 1..=n.min(HARMONIC_EXACT) {
         sum += libm::pow(k as f64, -alpha);
     }
+    sum
+}
+
+/// [`harmonic`] from its exact part `sum` (`harmonic_head(n, alpha)`).
+fn harmonic_tail(mut sum: f64, n: u64, alpha: f64) -> f64 {
+    let head = n.min(HARMONIC_EXACT);
     if n > head {
         let (a, b) = (head as f64 + 0.5, n as f64 + 0.5);
         let one_minus = 1.0 - alpha;
@@ -180,7 +192,16 @@ pub fn harmonic(n: u64, alpha: f64) -> f64 {
 
 /// Share of Zipf(alpha) probability on the hottest `hot_chunks(chunks)` of `chunks`.
 pub fn hot_share(chunks: u64, alpha: f64) -> f64 {
-    harmonic(hot_chunks(chunks), alpha) / harmonic(chunks, alpha)
+    let hot = hot_chunks(chunks);
+    // Both sums start with the same exact terms when both pass them: add them up once (the
+    // same additions in the same order, so the same value).
+    let head_hot = harmonic_head(hot, alpha);
+    let head_all = if hot.min(HARMONIC_EXACT) == chunks.min(HARMONIC_EXACT) {
+        head_hot
+    } else {
+        harmonic_head(chunks, alpha)
+    };
+    harmonic_tail(head_hot, hot, alpha) / harmonic_tail(head_all, chunks, alpha)
 }
 
 /// The alpha at which the hot 20% of chunks gets 70% of requests, by bisection (the share
@@ -247,6 +268,30 @@ impl RequestSource for WebSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hot_share_is_the_ratio_of_the_two_sums_bit_for_bit() {
+        for chunks in [
+            10u64,
+            999,
+            1000,
+            1001,
+            4_000,
+            5_000,
+            6_000,
+            1 << 15,
+            1 << 30,
+        ] {
+            for alpha in [0.0, 0.3, 0.8, 1.0, 1.7] {
+                let plain = harmonic(hot_chunks(chunks), alpha) / harmonic(chunks, alpha);
+                assert_eq!(
+                    hot_share(chunks, alpha).to_bits(),
+                    plain.to_bits(),
+                    "{chunks}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn alpha_meets_the_70_20_target() {
