@@ -43,7 +43,12 @@ pub use stats::TraceStats;
 pub use text::{Layout, LineFormat, Rec, TextReader, DEVICE_ALIGN_BYTES};
 
 /// Direction of a request.
+///
+/// A word wide, so that `Request` and `DiskOp` have no padding: copies of them on the hot path
+/// then move whole fields, where padding bytes were copied in overlapping pieces whose reloads
+/// could not be forwarded from the stores just made (a stall per copy, seen in `perf`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u64)]
 pub enum Op {
     Read,
     Write,
