@@ -220,9 +220,6 @@ pub fn solve_alpha(chunks: u64) -> f64 {
 }
 
 impl RequestSource for WebSearch {
-    // Inlined into the `ops` filter that wraps it (`open.rs`): the request then stays in
-    // registers instead of being stored and at once reloaded (a stall).
-    #[inline]
     fn next_request(&mut self) -> Result<Option<Request>> {
         if self.left == 0 {
             return Ok(None);
