@@ -49,7 +49,11 @@ use tree::{prio_of, Node, Tree, TreeNodes, NIL};
 pub const QUEUE_LEN_MAX: usize = 1 << 24;
 
 /// Priority class of a disk operation; lower value = served first.
+///
+/// Four bytes wide, so that `Queued` has no padding (copies of it then move whole fields;
+/// see `workload::Op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u32)]
 pub enum Class {
     /// User requests (reads and write-through writes).
     Foreground = 0,
