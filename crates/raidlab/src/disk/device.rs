@@ -195,7 +195,9 @@ impl Device {
             io,
             state: State::Queued,
         };
-        let q = Queued {
+        // Built where it is stored: one copy built on the stack and then moved was reloaded
+        // at once in a width it was not stored in (a stall, seen in `perf`).
+        let q = || Queued {
             token,
             position: 0,
             arrival_ns: now_ns,
@@ -207,13 +209,13 @@ impl Device {
             && self.in_service < self.parallelism
         {
             // The queue's pop would return it whatever the discipline: it is alone.
-            self.direct = Some(q);
+            self.direct = Some(q());
         } else {
             if let Some(d) = self.direct.take() {
                 // It arrived first and nothing was queued since: it keeps its place.
                 self.enqueue(d);
             }
-            self.enqueue(q);
+            self.enqueue(q());
         }
         self.present += 1;
         self.stats.queue_max = self.stats.queue_max.max(self.present);
