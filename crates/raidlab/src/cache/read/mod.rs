@@ -175,18 +175,10 @@ pub trait ReadPolicy {
         false
     }
 
-    /// Read what a lookup of `key` reads first (its index bucket) and return it. A caller
-    /// about to look up a batch of keys touches them all first so that their memory loads
-    /// overlap instead of each lookup waiting on its own. Changes no state: calling it or not
-    /// never changes a result. The default touches nothing.
-    #[inline]
-    fn touch_index(&self, _key: u64) -> u64 {
-        0
-    }
-
     /// Start loading into the CPU cache what the lookups of keys `first..first + count`
-    /// read first (their index buckets), without waiting: a caller that draws its requests
-    /// some way ahead calls it then, so the lookups find the buckets cached.
+    /// read first (their index buckets), without waiting: a caller that knows its next
+    /// lookups (a batch decoded, requests drawn ahead) calls it first, so the lookups find
+    /// the buckets cached instead of each waiting on its own memory load.
     ///
     /// Caller's obligations: none (any keys, any time); `count` small, as it bounds the
     /// work. Callee's obligations: change no state, allocate nothing and never wait on the

@@ -1,6 +1,6 @@
 //! A software prefetch: ask the CPU to start loading a cache line without waiting for it.
 //!
-//! Why not a plain load (as `ReadPolicy::touch_index` does): a load that misses the CPU
+//! Why not a plain load: a load that misses the CPU
 //! caches must complete before the instructions after it retire, so a run of them still
 //! stalls the core; a prefetch is a hint that retires at once. On other architectures it does
 //! nothing.

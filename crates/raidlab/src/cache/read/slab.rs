@@ -50,7 +50,7 @@ pub(crate) use impl_slot;
 
 /// The `ReadPolicy` accessors that every policy keeping its entries in one `slab` with
 /// `used` and `capacity` counters spells the same way: `remove`, `contains`, `len`, `used`,
-/// `capacity`, and the touches of `slab_touch`. The policy provides `unlink(id)`, which
+/// `capacity`, and the prefetches of `slab_prefetch`. The policy provides `unlink(id)`, which
 /// detaches an entry from its lists.
 /// Expands inside the `impl ReadPolicy` block.
 macro_rules! slab_policy_accessors {
@@ -82,7 +82,7 @@ macro_rules! slab_policy_accessors {
             self.capacity
         }
 
-        $crate::cache::read::slab::slab_touch!();
+        $crate::cache::read::slab::slab_prefetch!();
     };
 }
 pub(crate) use slab_policy_accessors;
@@ -126,19 +126,14 @@ macro_rules! ghost_policy_accessors {
             self.capacity
         }
 
-        slab_touch!();
+        slab_prefetch!();
     };
 }
 
-/// The `ReadPolicy::touch_index` of a policy whose lookups go through its
+/// The `ReadPolicy::prefetch` and `prefetch_entries` of a policy whose lookups go through its
 /// `slab`. Expands inside the `impl ReadPolicy` block.
-macro_rules! slab_touch {
+macro_rules! slab_prefetch {
     () => {
-        #[inline]
-        fn touch_index(&self, key: u64) -> u64 {
-            self.slab.touch_index(key)
-        }
-
         #[inline]
         fn prefetch(&self, first: u64, count: u64) {
             // Bounded by the caller's `count`.
@@ -155,7 +150,7 @@ macro_rules! slab_touch {
         }
     };
 }
-pub(crate) use slab_touch;
+pub(crate) use slab_prefetch;
 
 impl<E: Slot> Nodes for [E] {
     #[inline]
@@ -194,12 +189,6 @@ impl<E: Slot> Slab<E> {
     #[inline(always)]
     pub fn find(&self, key: u64) -> Option<u32> {
         self.index.find(&self.entries, key)
-    }
-
-    /// The home bucket of `key` (see `ReadPolicy::touch_index`).
-    #[inline]
-    pub fn touch_index(&self, key: u64) -> u64 {
-        u64::from(self.index.buckets()[self.index.home(key)])
     }
 
     /// Start loading the index bucket a lookup of `key` reads first (`ReadPolicy::prefetch`).

@@ -8,7 +8,7 @@
 //!   request;
 //! - through the concrete policy type ([`read::build_with`]), so its calls inline;
 //! - with the batch's index buckets touched before the batch is replayed
-//!   ([`ReadPolicy::touch_index`]), so that their memory misses overlap.
+//!   ([`ReadPolicy::prefetch`]), so that their memory misses overlap.
 //!
 //! The metrics are those of the general loop in `count.rs`, counter for counter (the tests
 //! below compare the two on every policy).
@@ -138,14 +138,12 @@ fn replay<P: ReadPolicy + ?Sized, const OBJECT: bool>(
         assert!(n <= want);
         left -= n as u64;
         let (keys, sizes) = (&keys[..n], &sizes[..n]);
-        // A pass of independent loads, then the replay in order, which finds the index
-        // buckets it reads first already in the CPU cache. The touches change nothing.
-        // (Touching the entries the buckets point to as well cost more than it saved.)
-        let mut touched = 0u64;
+        // A pass of prefetches, then the replay in order, which finds the index buckets it
+        // reads first already in the CPU cache. Prefetches change nothing.
+        // (Prefetching the entries the buckets point to as well cost more than it saved.)
         for &k in keys {
-            touched ^= policy.touch_index(k);
+            policy.prefetch(k, 1);
         }
-        std::hint::black_box(touched);
 
         for (&key, &size) in keys.iter().zip(sizes) {
             if warming && c.requests == warmup {
