@@ -91,9 +91,16 @@ pub fn decoder<'a, R: BufRead + Send + 'a>(
 /// Open `path` and return its decompressed bytes, unbuffered on the output side (binary
 /// readers buffer in big chunks themselves; text readers wrap it in a [`BufReader`]).
 pub fn open_path(path: &Path) -> Result<Box<dyn Read + Send>> {
+    open_path_with(path, BUF_BYTES)
+}
+
+/// [`open_path`] with a buffer of `buf_bytes`. An uncompressed input's reads of at least
+/// `buf_bytes` go straight to the file once the head is consumed (`BufReader` skips its
+/// buffer for them), so a reader with its own chunk of that size copies only the head twice.
+pub fn open_path_with(path: &Path, buf_bytes: usize) -> Result<Box<dyn Read + Send>> {
     let label = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::io(&label, &e))?;
-    let mut input = BufReader::with_capacity(BUF_BYTES, file);
+    let mut input = BufReader::with_capacity(buf_bytes, file);
     let head = input.fill_buf().map_err(|e| Error::io(&label, &e))?;
     let kind = Compression::detect(&label, head);
     if kind == Compression::None {

@@ -6,12 +6,11 @@
 //! oracle's future knowledge and is not carried into the request stream. Times are whole
 //! seconds relative to the first record.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::Path;
 
 use super::binary::Records;
-use super::decompress::{self, Compression};
+use super::decompress;
 use super::{Addressing, Op, Request, RequestSource};
 use crate::error::{Error, Result};
 
@@ -46,46 +45,15 @@ impl<R: Read> OracleReader<R> {
     }
 }
 
-/// The oracleGeneral trace at `path` for [`OracleReader::next_keys`]: an uncompressed file is
-/// read straight into the reader's (small) chunk buffer, a compressed one through its decoder
-/// (as `decompress::open_path` tells them apart). Either is read a chunk at a time, so the
-/// boxed input costs one virtual call a chunk.
+/// The oracleGeneral trace at `path` for [`OracleReader::next_keys`], decompressed as
+/// `decompress::open_path` does (pipes included), through a buffer no larger than the
+/// reader's chunk: an uncompressed file is then read straight into the (small) chunk, a
+/// compressed one through its decoder, a chunk at a time, so the boxed input costs one
+/// virtual call a chunk.
 pub fn open_batched(path: &Path) -> Result<OracleReader<Box<dyn Read + Send>>> {
     let label = path.display().to_string();
-    let input: Box<dyn Read + Send> = match plain_file(path, &label)? {
-        Some(file) => Box::new(file),
-        None => decompress::open_path(path)?,
-    };
+    let input = decompress::open_path_with(path, FILE_CHUNK_BYTES)?;
     Ok(OracleReader::small_chunks(input, &label))
-}
-
-/// The file at `path`, positioned at its start, when it is a regular file and not
-/// compressed; `None` when it is compressed or not a regular file (a pipe or a device cannot
-/// be rewound after its head is read: `decompress::open_path` reads those).
-fn plain_file(path: &Path, label: &str) -> Result<Option<File>> {
-    let io = |e: std::io::Error| Error::io(label, &e);
-    // Asked before opening: opening a pipe to look and closing it again would lose what
-    // its writer sent.
-    if !std::fs::metadata(path).map_err(io)?.is_file() {
-        return Ok(None);
-    }
-    let mut file = File::open(path).map_err(io)?;
-    let mut head = [0u8; 8];
-    let mut got = 0;
-    // Bounded: each pass reads at least one byte or ends the loop.
-    while got < head.len() {
-        match file.read(&mut head[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(e)),
-        }
-    }
-    if Compression::detect(label, &head[..got]) != Compression::None {
-        return Ok(None);
-    }
-    file.seek(SeekFrom::Start(0)).map_err(io)?;
-    Ok(Some(file))
 }
 
 /// Read the oracleGeneral trace at `path` as the counting engine's fast path reads it
