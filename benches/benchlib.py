@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
 
-def measure_child(child: str, text: str) -> dict:
+def measure_child(child: str, text: str, env: dict[str, str] | None = None) -> dict:
     """Run the Python program ``child`` in a fresh interpreter with ``text`` (a config) on its
-    standard input and return the JSON object it prints; a fresh process per measurement keeps
-    one run's allocations and caches out of the next."""
-    out = subprocess.run([sys.executable, "-c", child], input=text, capture_output=True, text=True)
+    standard input, with ``env`` added to the environment, and return the JSON object it
+    prints; a fresh process per measurement keeps one run's allocations and caches out of the
+    next."""
+    full = {**os.environ, **(env or {})}
+    out = subprocess.run([sys.executable, "-c", child], input=text, capture_output=True, text=True, env=full)
     if out.returncode != 0:
         sys.exit(f"benchmark child failed:\n{out.stderr}")
     return json.loads(out.stdout)
 
 
-def best_of(child: str, text: str, repeat: int) -> dict:
+def best_of(child: str, text: str, repeat: int, env: dict[str, str] | None = None) -> dict:
     """The fastest (least ``wall_s``) of ``repeat`` runs of :func:`measure_child`."""
-    runs = [measure_child(child, text) for _ in range(max(1, repeat))]
+    runs = [measure_child(child, text, env) for _ in range(max(1, repeat))]
     return min(runs, key=lambda m: m["wall_s"])
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 import raidlab
@@ -41,6 +44,47 @@ def test_threads_do_not_change_results() -> None:
     strip = lambda r: [{k: v for k, v in x.metrics.items() if k != "wall_s"} for x in r.runs]  # noqa: E731
     assert strip(one) == strip(two)
     assert [r.name for r in one.runs] == [f"cache.policy={p}" for p in ["lru", "arc", "mq", "vdf-lru"]]
+
+
+def _metrics(cfg: dict, workload_thread: bool) -> list[dict]:
+    """Each run's metrics without the wall-clock ones, the workload drawn on its own thread
+    or not."""
+    out = []
+    for _, metrics, _, err in raidlab._core.run(json.dumps(cfg), workload_thread=workload_thread):
+        if err is not None:
+            raise err
+        m = json.loads(metrics)
+        out.append({k: v for k, v in m.items() if "wall" not in k})
+    return out
+
+
+def test_the_workload_thread_changes_no_result() -> None:
+    timed = {
+        "workload": {"synthetic": {"kind": "websearch", "requests": 20_000, "space_gib": 2.0, "seed": 5}},
+        "cache": {"policy": "lru", "capacity_blocks": 2000},
+        "array": {"level": "raid5", "disks": 5, "failed": [1]},
+        "run": {"mode": "timed"},
+        "disk": {"preset": "nearline7200"},
+    }
+    for cfg in (zipf_config(policy="arc"), timed):
+        assert _metrics(cfg, True) == _metrics(cfg, False)
+
+
+def test_a_trace_error_drawn_on_the_workload_thread_is_in_its_place(tmp_path) -> None:
+    # oracleGeneral records; record 3000's next_access_vtime is one no such file holds. An
+    # array keeps the run off the counting engine's own oracleGeneral loop.
+    rec = np.zeros(4000, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
+    rec["id"] = np.arange(4000) % 300
+    rec["size"] = 4096
+    rec["next"] = -1
+    rec["next"][2999] = 1 << 60
+    p = tmp_path / "bad.oracleGeneral.bin"
+    rec.tofile(p)
+    cfg = {"workload": {"trace": str(p), "format": "oracle"}, "cache": {"policy": "lru", "capacity_blocks": 64}, "array": {"level": "raid5", "disks": 5}}
+    for own in (True, False):
+        with pytest.raises(raidlab.TraceError) as e:
+            _metrics(cfg, own)
+        assert e.value.line == 3000, own
 
 
 def test_to_frame_has_one_row_per_run() -> None:

@@ -112,6 +112,24 @@ def test_one_and_two_workers_give_identical_files(tmp_path: Path) -> None:
     assert len(series) == 4 and (series["n"] > 1).all()
 
 
+def test_a_local_pool_gives_workload_threads_only_with_cores_to_spare(monkeypatch) -> None:
+    from raidlab.sweep import Pool, default_workers
+
+    cores = default_workers()
+    for workers in (1, 2, cores):
+        pool = Pool(None, workers)
+        try:
+            assert pool.workload_thread == (2 * workers <= cores), workers
+        finally:
+            pool.close()
+    monkeypatch.setenv("RAIDLAB_WORKLOAD_THREAD", "0")
+    pool = Pool(None, 1)
+    try:
+        assert not pool.workload_thread
+    finally:
+        pool.close()
+
+
 def test_run_ids_are_stable_and_canonical() -> None:
     tree = {"cache": {"policy": "lru", "capacity_fraction": 0.25}, "workload": {"trace": "t"}}
     same = {"workload": {"trace": "t"}, "cache": {"capacity_fraction": 0.25, "policy": "lru"}, "name": "other"}

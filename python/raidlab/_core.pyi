@@ -48,6 +48,7 @@ def run(
     threads: int = 1,
     progress: Callable[[int, int, int, int], object] | None = None,
     overrides: str | None = None,
+    workload_thread: bool | None = None,
 ) -> list[tuple[str, str | None, str, RaidlabError | None]]: ...
 def trace_stats(
     path: str, format: str = "auto", block_size: int = 4096, limit: int | None = None, device: int | None = None

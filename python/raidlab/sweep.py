@@ -102,12 +102,15 @@ def plan(config: api.Config, overrides: Mapping[str, Any] | None = None) -> list
 # ---- the worker side ---------------------------------------------------------------------
 
 
-def execute(task: Task, out: str) -> tuple[str, str, str, dict[str, Any]]:
+def execute(task: Task, out: str, workload_thread: bool = False) -> tuple[str, str, str, dict[str, Any]]:
     """Run one task and store its result. Returns ``(status, error kind, message,
     attributes)``; errors are returned as data because the core's exception classes do not
-    cross process boundaries."""
+    cross process boundaries. ``workload_thread``: draw the run's workload on a thread of
+    its own (the pool says whether its workers leave a core for one)."""
     try:
-        (_, metrics, resolved, err), *_ = _core.run(task.config, None, task.base_dir, 1, None)
+        (_, metrics, resolved, err), *_ = _core.run(
+            task.config, None, task.base_dir, 1, None, workload_thread=workload_thread
+        )
         if err is not None:
             raise err
         store.write_run(
@@ -156,6 +159,15 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on every platform
         return os.cpu_count() or 1
+
+
+def spare_cores(workers: int) -> bool:
+    """Whether ``workers`` runs at once leave a core for each one's workload thread (as the
+    core's ``engine::spare_cores`` decides for one process; ``RAIDLAB_WORKLOAD_THREAD=0``
+    turns the threads off)."""
+    if os.environ.get("RAIDLAB_WORKLOAD_THREAD") == "0":
+        return False
+    return 2 * max(1, workers) <= default_workers()
 
 
 def _is_dask_client(x: Any) -> bool:
@@ -210,6 +222,9 @@ class Pool:
     (``concurrent.futures.Executor`` or ``distributed.Client``) it only submits to."""
 
     def __init__(self, executor: Any, workers: int | None) -> None:
+        # Each run draws its workload on a thread of its own only in a local pool that
+        # leaves a core per worker for it; a cluster's cores are taken to be busy.
+        self.workload_thread = False
         self.owned_client = False
         self.local_workers = 0
         self.restarts = 0
@@ -220,6 +235,7 @@ class Pool:
             self.local_workers = n or default_workers()
             self.executor: Any = self._local()
             self.workers = self.local_workers
+            self.workload_thread = spare_cores(self.local_workers)
         elif isinstance(executor, str):
             self.executor = connect_scheduler(executor)
             self.owned_client = True
@@ -254,8 +270,8 @@ class Pool:
 
     def submit(self, task: Task, out: str) -> Any:
         if _is_dask_client(self.executor):
-            return self.executor.submit(execute, task, out, pure=False)
-        return self.executor.submit(execute, task, out)
+            return self.executor.submit(execute, task, out, self.workload_thread, pure=False)
+        return self.executor.submit(execute, task, out, self.workload_thread)
 
     def restart(self) -> bool:
         """Replace a broken local pool; False when it is not ours or restarted too often."""

@@ -133,10 +133,12 @@ fn load_config(
 /// resolved_config_json, error or None)` per run, in order: a run that failed has its error
 /// (a `RaidlabError`) instead of metrics, and the others still ran. `progress(runs_done,
 /// runs_total, requests, prepass_requests)` is called now and then; if it raises, the batch
-/// stops and the exception propagates.
+/// stops and the exception propagates. `workload_thread`: whether each run draws its
+/// workload on a thread of its own (`None`: when the machine has a core to spare for it).
 #[allow(clippy::type_complexity)]
 #[pyfunction]
-#[pyo3(signature = (text, file=None, base_dir=None, threads=1, progress=None, overrides=None))]
+#[pyo3(signature = (text, file=None, base_dir=None, threads=1, progress=None, overrides=None, workload_thread=None))]
+#[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
     text: &str,
@@ -145,6 +147,7 @@ fn run(
     threads: usize,
     progress: Option<PyObject>,
     overrides: Option<&str>,
+    workload_thread: Option<bool>,
 ) -> PyResult<Vec<(String, Option<String>, String, Option<PyObject>)>> {
     let exps = parse(py, text, file, base_dir, overrides)?;
     let raised: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
@@ -166,7 +169,10 @@ fn run(
             }
         })
     };
-    let results = py.allow_threads(|| engine::run_batch(&exps, threads, &callback));
+    let results = py.allow_threads(|| match workload_thread {
+        Some(own) => engine::run_batch_with(&exps, threads, own, &callback),
+        None => engine::run_batch(&exps, threads, &callback),
+    });
     if let Some(e) = raised.into_inner().expect("not poisoned") {
         return Err(e);
     }

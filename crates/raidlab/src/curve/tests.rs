@@ -22,7 +22,7 @@ fn curve(e: &Experiment, sizes: &[u64], sampling: Sampling) -> Curve {
 fn counted(e: &Experiment, size: u64) -> crate::metrics::CountMetrics {
     let mut one = e.clone();
     one.cache.capacity = config::Capacity::Units(size);
-    count::run(&one, None, &mut |_| true).unwrap()
+    count::run(&one, None, false, &mut |_| true).unwrap()
 }
 
 /// Every point equals the counting run at its size: misses, disk blocks and RGR.

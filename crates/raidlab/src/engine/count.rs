@@ -123,6 +123,7 @@ pub fn resolve_capacity(exp: &Experiment, pre: Option<Prepass>) -> Result<(u64, 
 pub fn run(
     exp: &Experiment,
     pre: Option<Prepass>,
+    workload_thread: bool,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<CountMetrics> {
     let (capacity, pre) = resolve_capacity(exp, pre)?;
@@ -138,7 +139,7 @@ pub fn run(
             };
             fast::run(exp, path, capacity, m, progress)
         }
-        None => general(exp, capacity, pre, progress),
+        None => general(exp, capacity, pre, workload_thread, progress),
     }
 }
 
@@ -148,6 +149,7 @@ fn general(
     exp: &Experiment,
     capacity: u64,
     pre: Option<Prepass>,
+    workload_thread: bool,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<CountMetrics> {
     let units = match exp.cache.unit {
@@ -173,7 +175,7 @@ fn general(
         cold_miss_disk_blocks: pre.map(|p| p.cold_miss_disk_blocks),
         ..Default::default()
     };
-    let mut src = workload::open(&exp.workload)?;
+    let mut src = super::open_workload(&exp.workload, workload_thread, None)?;
     let addressing = src.addressing();
     let object_mode = exp.cache.unit == Unit::Object;
     let invalidate = exp.cache.writes == Writes::Invalidate;

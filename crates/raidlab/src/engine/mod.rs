@@ -3,7 +3,9 @@
 //! adds the clock, disk models and queues.
 //!
 //! [`run_batch`] runs many experiments on a few threads: each run is independent and
-//! single-threaded, so results do not depend on the thread count or scheduling.
+//! simulates on one thread, so results do not depend on the thread count or scheduling.
+//! When a core is spare, a run's workload is drawn on a thread of its own
+//! ([`crate::workload::threaded`]): the same stream, so the same results, in less time.
 
 pub mod count;
 pub mod hierarchy;
@@ -35,21 +37,57 @@ pub struct BatchProgress {
 
 /// Run one experiment.
 pub fn run(exp: &Experiment) -> Result<RunMetrics> {
-    run_one(exp, None, &mut |_| true)
+    run_one(exp, None, spare_cores(1), &mut |_| true)
 }
 
-/// Run one experiment in its mode, with a pre-pass already computed (or `None`).
+/// Run one experiment in its mode, with a pre-pass already computed (or `None`);
+/// `workload_thread`: draw the workload on a thread of its own (results are the same
+/// either way).
 pub fn run_one(
     exp: &Experiment,
     pre: Option<count::Prepass>,
+    workload_thread: bool,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<RunMetrics> {
     if exp.host.is_some() {
         return hierarchy::run(exp, progress).map(|m| RunMetrics::Hierarchy(Box::new(m)));
     }
     match exp.run.mode {
-        Mode::Count => count::run(exp, pre, progress).map(|m| RunMetrics::Count(Box::new(m))),
-        Mode::Timed => timed::run(exp, pre, progress).map(|m| RunMetrics::Timed(Box::new(m))),
+        Mode::Count => {
+            count::run(exp, pre, workload_thread, progress).map(|m| RunMetrics::Count(Box::new(m)))
+        }
+        Mode::Timed => {
+            timed::run(exp, pre, workload_thread, progress).map(|m| RunMetrics::Timed(Box::new(m)))
+        }
+    }
+}
+
+/// Environment variable that, set to `0`, keeps every run's workload on the run's thread.
+pub const WORKLOAD_THREAD_ENV: &str = "RAIDLAB_WORKLOAD_THREAD";
+
+/// Whether `runs` runs at once leave a core for each one's workload thread: the machine
+/// has at least two cores per run and [`WORKLOAD_THREAD_ENV`] is not `0`.
+pub fn spare_cores(runs: usize) -> bool {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let off = std::env::var_os(WORKLOAD_THREAD_ENV).is_some_and(|v| v == "0");
+    !off && runs.max(1).saturating_mul(2) <= cores
+}
+
+/// The workload of a run: [`crate::workload::open`], told its `load` (IOPS) before anything
+/// is drawn when one is given, on a thread of its own when `own_thread`.
+pub(crate) fn open_workload(
+    spec: &WorkloadSpec,
+    own_thread: bool,
+    load: Option<f64>,
+) -> Result<Box<dyn crate::workload::RequestSource>> {
+    if own_thread {
+        crate::workload::threaded::open(spec, load)
+    } else {
+        let mut src = crate::workload::open(spec)?;
+        if let Some(iops) = load {
+            src.set_load(iops)?;
+        }
+        Ok(src)
     }
 }
 
@@ -62,7 +100,20 @@ pub fn run_batch(
     threads: usize,
     progress: &(dyn Fn(BatchProgress) -> bool + Sync),
 ) -> Vec<Result<RunMetrics>> {
+    let busy = threads.clamp(1, exps.len().max(1));
+    run_batch_with(exps, threads, spare_cores(busy), progress)
+}
+
+/// [`run_batch`], saying whether each run draws its workload on a thread of its own (a
+/// caller that runs batches in several processes knows better than [`spare_cores`]).
+pub fn run_batch_with(
+    exps: &[Experiment],
+    threads: usize,
+    workload_thread: bool,
+    progress: &(dyn Fn(BatchProgress) -> bool + Sync),
+) -> Vec<Result<RunMetrics>> {
     let total = exps.len();
+    let threads = threads.clamp(1, total.max(1));
     let prepasses = Prepasses::default();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
@@ -100,7 +151,7 @@ pub fn run_batch(
             };
             let pre = prepasses.get(exp, &mut tick);
             prepass_requests.store(0, Ordering::Relaxed);
-            pre.and_then(|fp| run_one(exp, fp, &mut |d| report(d)))
+            pre.and_then(|fp| run_one(exp, fp, workload_thread, &mut |d| report(d)))
         };
         results
             .lock()
@@ -108,7 +159,6 @@ pub fn run_batch(
         done.fetch_add(1, Ordering::Relaxed);
         report(0);
     };
-    let threads = threads.clamp(1, total.max(1));
     std::thread::scope(|s| {
         for _ in 1..threads {
             s.spawn(worker);

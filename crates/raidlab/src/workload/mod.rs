@@ -28,6 +28,7 @@ pub mod stats;
 pub mod synth;
 pub mod systor;
 pub mod tencent;
+pub mod threaded;
 pub mod vscsi;
 
 #[cfg(test)]

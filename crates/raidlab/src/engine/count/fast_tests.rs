@@ -65,9 +65,10 @@ fn both(exp: &Experiment) -> Both {
         };
         let (capacity, pre) = resolve_capacity(exp, None).unwrap();
         let m = if fast_path {
-            run(exp, pre, &mut progress)
+            run(exp, pre, false, &mut progress)
         } else {
-            general(exp, capacity, pre, &mut progress)
+            // The general loop drawing the trace on its own thread: the same stream.
+            general(exp, capacity, pre, true, &mut progress)
         };
         let m = m.map(|mut m| {
             m.wall_ns = 0;
@@ -190,7 +191,10 @@ fn cancelling_and_errors_match() {
         "[cache]\npolicy = \"lru\"\ncapacity_blocks = 100\n",
     );
     let mut no = |_: u64| false;
-    assert!(matches!(run(&exp, None, &mut no), Err(Error::Cancelled)));
+    assert!(matches!(
+        run(&exp, None, false, &mut no),
+        Err(Error::Cancelled)
+    ));
 
     // A malformed record in the middle and a truncated one at the end: the same error from
     // both paths, naming the same record.
@@ -265,7 +269,7 @@ fn a_named_pipe_counts_as_its_file() {
         let exp = experiment(trace, "oracleGeneral", cache);
         assert!(fast::oracle_trace(&exp).is_some());
         let (_, pre) = resolve_capacity(&exp, None).unwrap();
-        let mut m = run(&exp, pre, &mut |_| true).unwrap();
+        let mut m = run(&exp, pre, false, &mut |_| true).unwrap();
         m.wall_ns = 0;
         m
     };

@@ -38,7 +38,7 @@ pub(super) fn timed_group(
     );
     let exps = config::from_toml(&text, "t.toml", None);
     // The run has read the trace by the time it returns: leave no directory behind.
-    let out = exps.and_then(|exps| run(&exps[0], None, &mut |_| true));
+    let out = exps.and_then(|exps| run(&exps[0], None, true, &mut |_| true));
     let _ = std::fs::remove_dir_all(&dir);
     out
 }

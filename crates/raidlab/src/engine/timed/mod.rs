@@ -48,7 +48,7 @@ use crate::config::{Action, Arrivals, Driver, Experiment, TimedSpec};
 use crate::disk::{Class, Device, DiskIo, SECTOR_BYTES};
 use crate::error::{Error, Result};
 use crate::metrics::{DiskMetrics, TimedMetrics};
-use crate::workload::{self, Addressing, Request};
+use crate::workload::{Addressing, Request};
 
 use super::count::{self, Prepass, PROGRESS_EVERY};
 use ahead::Ahead;
@@ -134,6 +134,7 @@ struct Sim<'e> {
 pub fn run(
     exp: &Experiment,
     pre: Option<Prepass>,
+    workload_thread: bool,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<TimedMetrics> {
     let spec = exp
@@ -141,7 +142,7 @@ pub fn run(
         .as_ref()
         .ok_or_else(|| Error::config("run.mode", "expected \"timed\""))?;
     let started = Instant::now();
-    let mut sim = Sim::new(exp, spec, pre)?;
+    let mut sim = Sim::new(exp, spec, pre, workload_thread)?;
     sim.start()?;
     let mut now = 0;
     loop {
@@ -177,7 +178,12 @@ pub fn run(
 }
 
 impl<'e> Sim<'e> {
-    fn new(exp: &'e Experiment, spec: &'e TimedSpec, pre: Option<Prepass>) -> Result<Sim<'e>> {
+    fn new(
+        exp: &'e Experiment,
+        spec: &'e TimedSpec,
+        pre: Option<Prepass>,
+        workload_thread: bool,
+    ) -> Result<Sim<'e>> {
         let (capacity, pre) = count::resolve_capacity(exp, pre)?;
         let policy = read::build_in(&exp.cache.policy, capacity, Units::Blocks)?;
         let array = exp.array.as_ref().map(Array::new).transpose()?;
@@ -209,7 +215,17 @@ impl<'e> Sim<'e> {
         m.count.capacity = capacity;
         m.count.footprint_blocks = pre.map(|p| p.footprint_blocks);
         m.count.cold_miss_disk_blocks = pre.map(|p| p.cold_miss_disk_blocks);
-        let src = workload::open(&exp.workload)?;
+        // A ramp's stream may change with each level's load: it is drawn where it is used.
+        let ramp = matches!(spec.driver, Driver::Ramp { .. });
+        // An open loop at a Poisson rate scales the workload's streams to it, before the
+        // first request is drawn.
+        let load = match spec.driver {
+            Driver::Open {
+                arrivals: Arrivals::Poisson { iops },
+            } => Some(iops),
+            _ => None,
+        };
+        let src = super::open_workload(&exp.workload, workload_thread && !ramp, load)?;
         let addressing = src.addressing();
         Ok(Sim {
             exp,
@@ -233,8 +249,8 @@ impl<'e> Sim<'e> {
             outstanding: 0,
             m,
             next_event: 0,
-            // A ramp's stream may change with each level's load: no drawing ahead there.
-            src: Ahead::new(src, !matches!(spec.driver, Driver::Ramp { .. })),
+            // No drawing ahead for a ramp either.
+            src: Ahead::new(src, !ramp),
             addressing,
             schedule: Schedule::new(&spec.driver, exp.run.seed),
             load_iops: 0.0,
@@ -261,13 +277,6 @@ impl<'e> Sim<'e> {
         }
         self.schedule_rebuilds();
         self.schedule_cache_failures();
-        if let Driver::Open {
-            arrivals: Arrivals::Poisson { iops },
-        } = self.spec.driver
-        {
-            // The driver's rate replaces the workload's own: scale the streams to it.
-            self.src.set_load(iops)?;
-        }
         match self.spec.driver {
             Driver::Closed { outstanding, .. } => {
                 for _ in 0..outstanding {

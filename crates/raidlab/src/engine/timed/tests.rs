@@ -12,7 +12,7 @@ fn exps(text: &str) -> Vec<Experiment> {
 pub(super) fn timed(text: &str) -> TimedMetrics {
     let exps = exps(text);
     assert_eq!(exps.len(), 1);
-    run(&exps[0], None, &mut |_| true).unwrap()
+    run(&exps[0], None, true, &mut |_| true).unwrap()
 }
 
 /// MQSim trace lines `arrival_ns device lba_sectors size_sectors type` (type 1 = read)
@@ -166,7 +166,7 @@ fn timed_cache_decisions_equal_counting_mode() {
     let base = "[workload.synthetic]\nkind = \"websearch\"\nspace_gib = 2\nrequests = 20000\n\
                 [cache]\npolicy = \"vdf-lru\"\ncapacity_blocks = 2000\n\
                 [array]\ndisks = 5\nfailed = [1]\n";
-    let counted = crate::engine::count::run(&exps(base)[0], None, &mut |_| true).unwrap();
+    let counted = crate::engine::count::run(&exps(base)[0], None, true, &mut |_| true).unwrap();
     let m = timed(&format!(
         "{base}[run]\nmode = \"timed\"\n[disk]\nmodel = \"constant\"\nservice_ms = 0.1\n"
     ));
@@ -244,6 +244,7 @@ fn open_loop_overload_is_a_config_error() {
             w = all_misses(100000),
         ))[0],
         None,
+        true,
         &mut |_| true,
     )
     .unwrap_err();
@@ -251,4 +252,29 @@ fn open_loop_overload_is_a_config_error() {
         matches!(&e, Error::Config { key, .. } if key == "run.outstanding_max"),
         "{e}"
     );
+}
+
+/// A run's metrics as JSON without the wall-clock ones.
+fn results(exp: &Experiment, workload_thread: bool) -> String {
+    let mut m = run(exp, None, workload_thread, &mut |_| true).unwrap();
+    m.count.wall_ns = 0;
+    serde_json::to_string(&m.to_json()).unwrap()
+}
+
+#[test]
+fn a_workload_drawn_on_its_own_thread_gives_the_same_results() {
+    // SPC-1 scales its streams to a Poisson open loop's rate (`set_load` before the first
+    // draw); a closed loop draws as requests complete; a ramp never uses the thread.
+    let spc1 = "[workload]\nops = \"all\"\n[workload.synthetic]\nkind = \"spc1\"\n\
+                requests = 6000\n[cache]\npolicy = \"lru\"\ncapacity_blocks = 4000\n\
+                [array]\ndisks = 5\nfailed = [1]\n[disk]\nmodel = \"constant\"\n\
+                service_ms = 0.2\n[run]\nmode = \"timed\"\n";
+    for driver in [
+        "iops = 3000",
+        "driver = \"closed\"\noutstanding = 8",
+        "driver = \"ramp\"\nlevel_s = 1\nlevels_iops = [500.0, 1500.0]",
+    ] {
+        let exp = &exps(&format!("{spc1}{driver}\n"))[0];
+        assert_eq!(results(exp, true), results(exp, false), "{driver}");
+    }
 }
