@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -49,13 +47,8 @@ def test_threads_do_not_change_results() -> None:
 def _metrics(cfg: dict, workload_thread: bool) -> list[dict]:
     """Each run's metrics without the wall-clock ones, the workload drawn on its own thread
     or not."""
-    out = []
-    for _, metrics, _, err in raidlab._core.run(json.dumps(cfg), workload_thread=workload_thread):
-        if err is not None:
-            raise err
-        m = json.loads(metrics)
-        out.append({k: v for k, v in m.items() if "wall" not in k})
-    return out
+    runs = raidlab.run(cfg, workload_thread=workload_thread).runs
+    return [{k: v for k, v in r.metrics.items() if "wall" not in k} | {"series": r.series} for r in runs]
 
 
 def test_the_workload_thread_changes_no_result() -> None:

@@ -244,11 +244,14 @@ def run(
     threads: int | None = None,
     progress: ProgressFn | None = None,
     overrides: Mapping[str, Any] | None = None,
+    workload_thread: bool | None = None,
 ) -> Result:
     """Run every run of ``config`` and return their metrics.
 
     ``threads`` runs independent runs in parallel (default: the machine's cores); results do
-    not depend on it. ``progress(runs_done, runs_total, requests)`` is called now and then;
+    not depend on it. ``workload_thread``: draw each run's workload on a thread of its own
+    (default: when the runs going at once leave a core for it; ``docs/config.md``, "The
+    workload thread"); results do not depend on it either. ``progress(runs_done, runs_total, requests)`` is called now and then;
     a callback with ``progress.prepass = True`` gets a fourth argument, the requests a
     footprint pre-pass (``capacity_fraction``) has read so far (0 when none is running).
     If a run fails, the others still run; the first failure is raised with the runs that
@@ -269,7 +272,7 @@ def run(
             else:
                 cb(done, total, requests)
 
-    out = _core.run(text, file, base, max(1, n), report, nest(overrides))
+    out = _core.run(text, file, base, max(1, n), report, nest(overrides), workload_thread)
     runs = []
     failed: BaseException | None = None
     for name, metrics_json, cfg, err in out:
