@@ -230,11 +230,13 @@ pub fn run(
     let mut sizes = match &spec.sizes {
         Some(s) => s.clone(),
         None => {
-            let pre = count::prepass(
+            let pre = count::prepass_with(
                 &exp.workload,
                 exp.array.as_ref(),
                 exp.cache.writes,
                 exp.run.warmup_requests,
+                crate::engine::spare_cores(1),
+                &mut |_| true,
             )?;
             default_sizes(pre.footprint_blocks)
         }

@@ -6,7 +6,7 @@ use super::records;
 use crate::config::{Experiment, Writes};
 use crate::engine::count::PROGRESS_EVERY;
 use crate::error::{Error, Result};
-use crate::workload::{self, Op};
+use crate::workload::Op;
 
 /// What a curve method is told of the stream.
 pub(crate) trait Sink {
@@ -37,13 +37,15 @@ pub(crate) fn walk<S: Sink>(
     }
 }
 
-/// [`walk`] through the workload's reader or generator, request by request.
+/// [`walk`] through the workload's reader or generator, request by request (drawn on a
+/// thread of its own when a core is spare: the same stream).
 pub(crate) fn walk_requests<S: Sink>(
     exp: &Experiment,
     sink: &mut S,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Walked> {
-    let mut src = workload::open(&exp.workload)?;
+    let own_thread = crate::engine::spare_cores(1);
+    let mut src = crate::engine::open_workload(&exp.workload, own_thread, None)?;
     let addressing = src.addressing();
     let invalidate = exp.cache.writes == Writes::Invalidate;
     let write_lookups = exp.cache.writes == Writes::Access;

@@ -10,7 +10,7 @@ use crate::config::{Capacity, Experiment, Unit, Writes};
 use crate::error::{Error, Result};
 use crate::metrics::CountMetrics;
 use crate::workload::stats::BlockSet;
-use crate::workload::{self, Op, WorkloadSpec};
+use crate::workload::{Op, WorkloadSpec};
 
 mod fast;
 #[cfg(test)]
@@ -40,23 +40,25 @@ pub fn prepass(
     writes: Writes,
     warmup: u64,
 ) -> Result<Prepass> {
-    prepass_with(workload, array, writes, warmup, &mut |_| true)
+    prepass_with(workload, array, writes, warmup, false, &mut |_| true)
 }
 
 /// Requests the pre-pass reads between calls of its progress callback.
 const PREPASS_TICK: u64 = 1 << 16;
 
-/// [`prepass`], calling `tick(requests read so far)` every [`PREPASS_TICK`] requests; when
-/// `tick` returns false the pre-pass stops with [`crate::Error::Cancelled`].
+/// [`prepass`], drawing the workload on a thread of its own when `workload_thread`, and
+/// calling `tick(requests read so far)` every [`PREPASS_TICK`] requests; when `tick`
+/// returns false the pre-pass stops with [`crate::Error::Cancelled`].
 pub fn prepass_with(
     workload: &WorkloadSpec,
     array: Option<&ArraySpec>,
     writes: Writes,
     warmup: u64,
+    workload_thread: bool,
     tick: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Prepass> {
     let array = array.map(Array::new).transpose()?;
-    let mut src = workload::open(workload)?;
+    let mut src = super::open_workload(workload, workload_thread, None)?;
     let addressing = src.addressing();
     let mut seen = BlockSet::default();
     let mut looked_up = BlockSet::default();

@@ -149,7 +149,7 @@ pub fn run_batch_with(
                 prepass_requests.store(n, Ordering::Relaxed);
                 report(0)
             };
-            let pre = prepasses.get(exp, &mut tick);
+            let pre = prepasses.get(exp, workload_thread, &mut tick);
             prepass_requests.store(0, Ordering::Relaxed);
             pre.and_then(|fp| run_one(exp, fp, workload_thread, &mut |d| report(d)))
         };
@@ -188,6 +188,7 @@ impl Prepasses {
     fn get(
         &self,
         exp: &Experiment,
+        workload_thread: bool,
         tick: &mut dyn FnMut(u64) -> bool,
     ) -> Result<Option<count::Prepass>> {
         let fraction = matches!(exp.cache.capacity, Capacity::FootprintFraction(_));
@@ -211,6 +212,7 @@ impl Prepasses {
             exp.array.as_ref(),
             exp.cache.writes,
             warmup,
+            workload_thread,
             tick,
         )?;
         known.push((key, pre));
