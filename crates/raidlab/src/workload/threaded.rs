@@ -18,7 +18,7 @@
 //! driver): that one must stay on the engine's thread.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, Sender, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -48,8 +48,8 @@ enum Msg {
 /// A [`RequestSource`] whose requests come from a producer thread.
 pub struct Threaded {
     rx: Option<Receiver<Msg>>,
-    /// Emptied batches, returned for reuse.
-    recycle: Sender<Vec<Request>>,
+    /// Emptied batches, returned for reuse (a full queue drops them).
+    recycle: SyncSender<Vec<Request>>,
     stop: Arc<AtomicBool>,
     producer: Option<JoinHandle<()>>,
     batch: Vec<Request>,
@@ -68,7 +68,8 @@ pub struct Threaded {
 /// them.
 pub fn open(spec: &WorkloadSpec, load: Option<f64>) -> Result<Box<dyn RequestSource>> {
     let (tx, rx) = sync_channel(BATCHES_IN_FLIGHT);
-    let (recycle, reuse) = mpsc::channel();
+    // Every batch in existence is in one of the two channels, being filled or being read.
+    let (recycle, reuse) = sync_channel(BATCHES_IN_FLIGHT + 2);
     let stop = Arc::new(AtomicBool::new(false));
     let spec = spec.clone();
     let flag = Arc::clone(&stop);
@@ -200,8 +201,8 @@ impl RequestSource for Threaded {
             Msg::Batch(next) => {
                 let mut spent = std::mem::replace(&mut self.batch, next);
                 spent.clear();
-                // The producer may have ended already; then the buffer is simply dropped.
-                let _ = self.recycle.send(spent);
+                // Dropped instead when the producer has ended or the queue is full.
+                let _ = self.recycle.try_send(spent);
                 self.at = 1;
                 Ok(Some(self.batch[0]))
             }
