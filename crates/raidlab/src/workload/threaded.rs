@@ -12,7 +12,9 @@
 //! being filled, so the producer runs at most about `(BATCHES_IN_FLIGHT + 1) * BATCH`
 //! requests ahead of the engine, and the batch buffers are recycled (no allocation per
 //! batch once the first few exist). Dropping the source stops the producer at its next
-//! batch and joins it.
+//! batch and joins it; a producer blocked in a read (a pipe that never yields) holds the
+//! drop until that read returns, as the same read would have held the engine without the
+//! thread.
 //!
 //! Not for a source whose stream depends on when it is drawn (`set_load`, the ramp
 //! driver): that one must stay on the engine's thread.
