@@ -1,33 +1,28 @@
-//! A dedicated walk over oracleGeneral files for curves: the key of each 24-byte record is
-//! handed to the sink straight from a chunk of the file, with no [`Request`] built, no
-//! virtual call per record and no copy of the record. With sampling the sink's first step is
-//! the spatial hash and a compare, so an unsampled record costs a load, a hash and a
+//! A dedicated walk over oracleGeneral files for curves: the keys come from the reader's
+//! batch decoder ([`OracleReader::next_keys`], as counting mode's fast path reads them), with
+//! no [`Request`] built and no virtual call per record. With sampling the sink's first step
+//! is the spatial hash and a compare, so an unsampled record costs a decode, a hash and a
 //! compare.
 //!
 //! It walks exactly the stream the generic walk (`stream.rs`) sees through
 //! [`workload::open`]: oracleGeneral has only reads and one block per request (keyed
 //! addressing), so every record is one lookup of its key; `limit` stops after that many
-//! records, and the `ops` filter keeps them all. Each record's `next_access_vtime` is checked
-//! as the reader checks it. When a record is bad (or the file ends inside one) the generic
-//! reader is run up to it to return its error, so errors are the reader's, word for word.
+//! records, and the `ops` filter keeps them all. The decoder checks each record and returns
+//! the reader's own errors.
 //!
 //! [`Request`]: crate::workload::Request
+//! [`OracleReader::next_keys`]: crate::workload::oracle::OracleReader::next_keys
 
-use std::io::{ErrorKind, Read};
 use std::path::Path;
 
 use super::stream::{Sink, Walked};
 use crate::config::Experiment;
 use crate::engine::count::PROGRESS_EVERY;
 use crate::error::{Error, Result};
-use crate::workload::oracle::{plausible_next, RECORD_BYTES};
-use crate::workload::{self, decompress, Format, SourceSpec, WorkloadSpec};
+use crate::workload::{self, oracle, Format, SourceSpec, WorkloadSpec};
 
-/// Records per chunk read from the file (1.5 MiB: syscalls amortise, the chunk stays in L2
-/// or L3 while it is walked).
-const CHUNK_RECORDS: usize = 1 << 16;
-/// Interrupted reads retried per chunk before the interruption is an I/O error.
-const INTERRUPTS_MAX: u32 = 1000;
+/// Keys decoded per batch.
+const BATCH_KEYS: usize = 256;
 
 /// The oracleGeneral trace this walk can read for `spec`, or `None` (another format, a
 /// generator, an overlay, or a device selection, which the generic reader refuses). A file
@@ -55,57 +50,25 @@ pub(crate) fn walk<S: Sink>(
     sink: &mut S,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Walked> {
-    let label = path.display().to_string();
-    let mut input = decompress::open_path(path)?;
+    let mut reader = oracle::open_batched(path)?;
     let warmup = exp.run.warmup_requests;
     let limit = exp.workload.limit.unwrap_or(u64::MAX);
-    let mut buf = vec![0u8; CHUNK_RECORDS * RECORD_BYTES];
-    // Bytes of `buf` holding data; whole records come first, a partial one may follow.
-    let mut filled = 0usize;
+    let (mut keys, mut sizes) = ([0u64; BATCH_KEYS], [0u32; BATCH_KEYS]);
     let mut seen: u64 = 0;
-    let mut eof = false;
-    // Each chunk adds at least one record or ends the input (reads of zero bytes are the
-    // end), so the loop runs at most once per record plus once.
-    while !eof && seen < limit {
-        // Each read adds a byte or more, ends the input, or was interrupted (retried a
-        // bounded number of times).
-        let mut interrupts = 0;
-        while filled < buf.len() {
-            match input.read(&mut buf[filled..]) {
-                Ok(0) => {
-                    eof = true;
-                    break;
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted && interrupts < INTERRUPTS_MAX => {
-                    interrupts += 1;
-                }
-                Err(e) => return Err(Error::io(&label, &e)),
-            }
+    // Each pass reads at least one record or ends the loop.
+    while seen < limit {
+        let want = usize::try_from(limit - seen).map_or(BATCH_KEYS, |l| l.min(BATCH_KEYS));
+        let n = reader.next_keys(&mut keys[..want], &mut sizes[..want])?;
+        if n == 0 {
+            break;
         }
-        let whole = filled / RECORD_BYTES * RECORD_BYTES;
-        let take = (whole / RECORD_BYTES).min(usize::try_from(limit - seen).unwrap_or(usize::MAX));
-        for rec in buf[..take * RECORD_BYTES].chunks_exact(RECORD_BYTES) {
-            let (key, next) = key_and_next(rec);
-            if !plausible_next(next) {
-                return Err(reader_error(exp, seen + 1));
-            }
+        for &key in &keys[..n] {
             seen += 1;
             if seen & (PROGRESS_EVERY - 1) == 0 && !progress(PROGRESS_EVERY) {
                 return Err(Error::Cancelled);
             }
             // Counting mode measures from request `warmup + 1` on.
             sink.lookup(key, seen > warmup)?;
-        }
-        if seen == limit {
-            break;
-        }
-        debug_assert_eq!(take * RECORD_BYTES, whole);
-        buf.copy_within(whole..filled, 0);
-        filled -= whole;
-        if eof && filled > 0 {
-            // The file ends inside a record: the reader's truncation error.
-            return Err(reader_error(exp, seen + 1));
         }
     }
     progress(seen & (PROGRESS_EVERY - 1));
@@ -115,41 +78,6 @@ pub(crate) fn walk<S: Sink>(
         requests: measured,
         lookups: measured,
     })
-}
-
-/// The object id and `next_access_vtime` of one record (`u32 time, u64 id, u32 size, i64
-/// next`, little-endian).
-#[inline(always)]
-fn key_and_next(rec: &[u8]) -> (u64, i64) {
-    debug_assert_eq!(rec.len(), RECORD_BYTES);
-    let mut key = [0u8; 8];
-    key.copy_from_slice(&rec[4..12]);
-    let mut next = [0u8; 8];
-    next.copy_from_slice(&rec[16..24]);
-    (u64::from_le_bytes(key), i64::from_le_bytes(next))
-}
-
-/// The error the generic reader gives at record `record_no` (1-based), found by reading the
-/// workload through it: a bad record is rare and its error must be the reader's.
-#[cold]
-fn reader_error(exp: &Experiment, record_no: u64) -> Error {
-    let mut src = match workload::open(&exp.workload) {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    for _ in 0..record_no {
-        match src.next_request() {
-            Ok(Some(_)) => {}
-            Ok(None) => break,
-            Err(e) => return e,
-        }
-    }
-    // Invariant: this walk and the reader judge records alike; reaching here is a bug.
-    Error::trace_record(
-        src.label(),
-        record_no,
-        "the curve's record walk and the oracleGeneral reader disagree about this record",
-    )
 }
 
 #[cfg(test)]
@@ -162,6 +90,7 @@ mod tests {
     use super::*;
     use crate::cache::read::{PolicySpec, UniformCost};
     use crate::config;
+    use crate::workload::oracle::RECORD_BYTES;
 
     /// A file of oracleGeneral records for `keys` (`next` of record `bad`, 1-based, made
     /// implausible when given), in a fresh directory; `cut` bytes are dropped from the end.
