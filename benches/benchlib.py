@@ -21,9 +21,9 @@ def measure_child(child: str, text: str, env: dict[str, str] | None = None) -> d
     return json.loads(out.stdout)
 
 
-def best_of(child: str, text: str, repeat: int, env: dict[str, str] | None = None) -> dict:
+def best_of(child: str, text: str, repeat: int) -> dict:
     """The fastest (least ``wall_s``) of ``repeat`` runs of :func:`measure_child`."""
-    runs = [measure_child(child, text, env) for _ in range(max(1, repeat))]
+    runs = [measure_child(child, text) for _ in range(max(1, repeat))]
     return min(runs, key=lambda m: m["wall_s"])
 
 
