@@ -27,6 +27,11 @@ def best_of(child: str, text: str, repeat: int) -> dict:
     return min(runs, key=lambda m: m["wall_s"])
 
 
+def load() -> str:
+    """The 1-minute load average, for printing beside a timing (other processes share the cores)."""
+    return f"load average {os.getloadavg()[0]:.1f}"
+
+
 def metrics_child(keys: list[str]) -> str:
     """A child program for :func:`best_of`: one run (one thread) of the TOML config on its
     standard input, printing the named metrics (``None`` for one the run lacks)."""
