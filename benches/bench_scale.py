@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench_count import peak_rss_kib
+from bench_curve import RAID5_DEGRADED, grid
 from benchlib import load, measure_child
-
-RAID5_DEGRADED = {"level": "raid5", "disks": 5, "stripe_unit": 16384, "failed": [2]}
 
 # A child: one job (JSON on stdin) -> wall time, peak RSS and the result.
 CHILD = f"""
@@ -37,26 +37,12 @@ print(json.dumps(child(json.loads(sys.stdin.read()))))
 """
 
 
-def peak_rss_kib() -> int:
-    """Peak RSS of this process (``VmHWM``: the address space's own, which exec replaced)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 def config(requests: int, keys: int) -> dict[str, Any]:
     return {
         "workload": {"synthetic": {"kind": "zipf", "keys": keys, "alpha": 0.9, "requests": requests, "seed": 7}},
         "cache": {"policy": "lru", "capacity_blocks": max(1, keys // 10)},
         "array": RAID5_DEGRADED,
     }
-
-
-def grid(footprint: int) -> list[int]:
-    """The default grid of raidlab curve: footprint * 2^(-i/2), i = 0..16."""
-    return sorted({max(1, round(footprint * 0.5 ** (i / 2))) for i in range(17)})
 
 
 def child(job: dict[str, Any]) -> dict[str, Any]:
