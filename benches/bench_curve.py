@@ -1,9 +1,9 @@
-"""One-pass cache curves: speed against one counting run, sampled throughput, sampling errors
-and memory.
+"""One-pass cache curves: speed against one counting run, sampled throughput and sampling
+errors.
 
     python benches/bench_curve.py [--requests N] [--keys N] [--zipf-requests N]
-                                  [--big-trace-requests N] [--big-requests N] [--repeat K]
-                                  [--skip-big] [--sections speed,errors,memory]
+                                  [--big-trace-requests N] [--repeat K] [--seeds K]
+                                  [--skip-big] [--sections speed,errors]
 
 1. Exact LRU curve (17 sizes, 1/256 of the footprint to all of it) on the bench trace of
    bench_count.py (10 M requests, Zipf(0.9) over 1 M keys, oracleGeneral) against one
