@@ -1,9 +1,9 @@
-"""One-pass cache curves: speed against one counting run, sampled throughput, sampling errors
-and memory.
+"""One-pass cache curves: speed against one counting run, sampled throughput and sampling
+errors.
 
     python benches/bench_curve.py [--requests N] [--keys N] [--zipf-requests N]
-                                  [--big-trace-requests N] [--big-requests N] [--repeat K]
-                                  [--skip-big] [--sections speed,errors,memory]
+                                  [--big-trace-requests N] [--repeat K] [--seeds K]
+                                  [--skip-big] [--sections speed,errors]
 
 1. Exact LRU curve (17 sizes, 1/256 of the footprint to all of it) on the bench trace of
    bench_count.py (10 M requests, Zipf(0.9) over 1 M keys, oracleGeneral) against one
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_count import write_trace
-from benchlib import measure_child
+from benchlib import load, measure_child
 
 REPO = Path(__file__).resolve().parent.parent
 TRACES = REPO.parent / "shared" / "traces"
@@ -169,10 +168,6 @@ def speed(a: argparse.Namespace, tmp: Path) -> None:
                 f"{n / t / 1e6:6.1f} ({t:5.3f} s)" for t in (s["process_s"], s["wall_s"], s["curve"]["wall_s"])
             )
             print(f"  {label:20} {rates}{err}; {load()}", flush=True)
-
-
-def load() -> str:
-    return f"load average {os.getloadavg()[0]:.1f}"
 
 
 def sampled_errors(config: dict[str, Any], sizes: list[int], reference: dict[str, Any], extra: dict[str, Any], seeds: int) -> str:

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchlib import measure_child
-
-RAID5_DEGRADED = {"level": "raid5", "disks": 5, "stripe_unit": 16384, "failed": [2]}
+from bench_count import peak_rss_kib
+from bench_curve import RAID5_DEGRADED, grid
+from benchlib import load, measure_child
 
 # A child: one job (JSON on stdin) -> wall time, peak RSS and the result.
 CHILD = f"""
@@ -38,26 +37,12 @@ print(json.dumps(child(json.loads(sys.stdin.read()))))
 """
 
 
-def peak_rss_kib() -> int:
-    """Peak RSS of this process (``VmHWM``: the address space's own, which exec replaced)."""
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
 def config(requests: int, keys: int) -> dict[str, Any]:
     return {
         "workload": {"synthetic": {"kind": "zipf", "keys": keys, "alpha": 0.9, "requests": requests, "seed": 7}},
         "cache": {"policy": "lru", "capacity_blocks": max(1, keys // 10)},
         "array": RAID5_DEGRADED,
     }
-
-
-def grid(footprint: int) -> list[int]:
-    """The default grid of raidlab curve: footprint * 2^(-i/2), i = 0..16."""
-    return sorted({max(1, round(footprint * 0.5 ** (i / 2))) for i in range(17)})
 
 
 def child(job: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +73,6 @@ def child(job: dict[str, Any]) -> dict[str, Any]:
 def measure(kind: str, requests: int, keys: int) -> dict[str, Any]:
     r = measure_child(CHILD, json.dumps({"kind": kind, "requests": requests, "keys": keys}))
     assert r["requests"] == requests, (r["requests"], requests)
-    r["load_after"] = os.getloadavg()[0]
     return r
 
 
@@ -102,7 +86,7 @@ def main() -> None:
     kinds = [("run", "counting run, LRU at 10 % of the keys"), ("curve", "SHARDS curve, R = 0.01, 17 sizes")]
     if a.skip_curve:
         kinds = kinds[:1]
-    print(f"Zipf(0.9) over {a.keys:,} keys, degraded RAID-5 (5 disks, disk 2 failed); load average {os.getloadavg()[0]:.1f}")
+    print(f"Zipf(0.9) over {a.keys:,} keys, degraded RAID-5 (5 disks, disk 2 failed); {load()}")
     for kind, label in kinds:
         print(f"{label}:")
         rss = {}
@@ -113,7 +97,7 @@ def main() -> None:
             print(
                 f"  {n:>13,} requests: peak RSS {r['rss_kib'] / 1024:6.1f} MiB (after import {r['rss_before_kib'] / 1024:5.1f}), "
                 f"{r['wall_s']:7.1f} s, {n / r['wall_s'] / 1e6:5.2f} M req/s ({n / r['core_wall_s'] / 1e6:5.2f} in the core), "
-                f"{extra}; load average {r['load_after']:.1f}",
+                f"{extra}; {load()}",
                 flush=True,
             )
         print(f"  peak RSS ratio {a.requests / 1e6:g} M / {a.base_requests / 1e6:g} M: {rss[a.requests] / rss[a.base_requests]:.3f}")

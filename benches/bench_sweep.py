@@ -31,7 +31,6 @@ beside the benchmark's own processes). Not a pass/fail test.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
@@ -39,6 +38,8 @@ from pathlib import Path
 
 import raidlab
 from raidlab.sweep import default_workers, sweep
+
+from benchlib import load
 
 
 def grid(runs: int, requests: int) -> dict:
@@ -63,10 +64,6 @@ def timed_sweep(cfg: dict, workers: int, root: Path, executor: object = None) ->
 def best(f, repeat: int) -> tuple[float, object]:
     results = [f() for _ in range(repeat)]
     return min(results, key=lambda r: r[0])
-
-
-def load() -> str:
-    return f"load average {os.getloadavg()[0]:.1f}"
 
 
 def tiny_runs(args: argparse.Namespace, root: Path) -> None:

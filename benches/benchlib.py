@@ -21,10 +21,15 @@ def measure_child(child: str, text: str, env: dict[str, str] | None = None) -> d
     return json.loads(out.stdout)
 
 
-def best_of(child: str, text: str, repeat: int, env: dict[str, str] | None = None) -> dict:
+def best_of(child: str, text: str, repeat: int) -> dict:
     """The fastest (least ``wall_s``) of ``repeat`` runs of :func:`measure_child`."""
-    runs = [measure_child(child, text, env) for _ in range(max(1, repeat))]
+    runs = [measure_child(child, text) for _ in range(max(1, repeat))]
     return min(runs, key=lambda m: m["wall_s"])
+
+
+def load() -> str:
+    """The 1-minute load average, for printing beside a timing (other processes share the cores)."""
+    return f"load average {os.getloadavg()[0]:.1f}"
 
 
 def metrics_child(keys: list[str]) -> str:

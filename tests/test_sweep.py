@@ -115,6 +115,7 @@ def test_one_and_two_workers_give_identical_files(tmp_path: Path) -> None:
 def test_a_local_pool_gives_workload_threads_only_with_cores_to_spare(monkeypatch) -> None:
     from raidlab.sweep import Pool, default_workers
 
+    monkeypatch.delenv("RAIDLAB_WORKLOAD_THREAD", raising=False)  # a setting in the environment would turn them all off
     cores = default_workers()
     for workers in (1, 2, cores):
         pool = Pool(None, workers)

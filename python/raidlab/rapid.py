@@ -154,10 +154,8 @@ def views(frame: Any, spec: dict[str, Any], out: Path, stem: str) -> list[str]:
     if len(costs):
         parts.append(f"<h3>Backup costs over the sweep (garbage collection, log writes, stalls){' per seed, mean over seeds' if n > 1 else ''}</h3>")
         parts.append(costs.to_html(index=False, float_format=lambda v: f"{v:.3g}", na_rep="-"))
-    rel = relative_difference(frame, [*facets, seeds] if seeds else facets, limit_ms=limit)
-    if seeds and len(rel):
-        # Per rate, the mean over the seeds whose baseline was below saturation there.
-        rel = rel.groupby([*facets, "arch", "rate"], sort=True)["rel_diff"].mean().reset_index()
+    # Per rate, the mean over the seeds whose baseline was below saturation there.
+    rel = over_seeds(frame, seeds, facets, lambda f, k: relative_difference(f, k, limit_ms=limit), ["arch", "rate"])
     if len(rel):
         groups = sorted({tuple(r[f] for f in facets) for _, r in rel.iterrows()}, key=str)
         fig, axes = plt.subplots(1, len(groups), figsize=(3.4 * len(groups), 2.8), squeeze=False)

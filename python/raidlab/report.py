@@ -239,11 +239,11 @@ def extra_views(s: Section, out: Path, title: str, console: Console) -> list[str
     if cols and seeds:
         # One row per run of the first seed: the mean over seeds and its 95% interval. Rows
         # are matched across seeds by the first column, so it must name one run per seed.
-        repeated = s.frame.groupby(seeds)[cols[0]].apply(lambda v: v[v.duplicated()].tolist())
-        if any(repeated):
+        repeated = s.frame.loc[s.frame.duplicated([seeds, cols[0]]), cols[0]]
+        if len(repeated):
             err = _core.ConfigError(
                 f"{s.file}: report.table: the first column, {cols[0]!r}, names several runs of one seed"
-                f" ({sorted({str(v) for vs in repeated for v in vs})[:5]}); averaging over seeds"
+                f" ({sorted({str(v) for v in repeated})[:5]}); averaging over seeds"
                 " matches rows by it: put a column naming each run first (such as 'name')"
             )
             err.key = "report.table"
