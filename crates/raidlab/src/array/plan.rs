@@ -39,7 +39,30 @@ impl DiskOp {
     fn key(&self) -> (bool, u32, u64, u32) {
         (self.op == Op::Write, self.disk, self.block, self.count)
     }
+
+    /// Extend this operation over `next` when both are on one disk in one direction and
+    /// `next` starts inside it or right at its end; false (and nothing changed) otherwise,
+    /// or when the union would not fit a `u32` count.
+    #[inline]
+    fn absorb(&mut self, next: &DiskOp) -> bool {
+        let end = self.block.saturating_add(u64::from(self.count));
+        if self.disk != next.disk || self.op != next.op || !(self.block..=end).contains(&next.block)
+        {
+            return false;
+        }
+        let union_end = end.max(next.block.saturating_add(u64::from(next.count)));
+        match u32::try_from(union_end - self.block) {
+            Ok(count) => {
+                self.count = count;
+                true
+            }
+            Err(_) => false,
+        }
+    }
 }
+
+/// How far back [`Plan::push_merging`] looks for an operation to extend.
+const MERGE_LOOKBACK_OPS: usize = 8;
 
 /// A reusable list of per-disk operations (cleared by each `plan_*` call; no allocation once
 /// it has grown to the largest plan). Reads come first; see the module docs.
@@ -83,25 +106,39 @@ impl Plan {
     /// concatenated plans of a multi-block request, where two reconstructions of one row can
     /// read the same survivor block.
     pub fn normalize(&mut self) {
+        if self.ops.len() < 2 {
+            // Already normal.
+            return;
+        }
         self.ops.sort_unstable_by_key(DiskOp::key);
         let mut w = 0usize;
         for r in 0..self.ops.len() {
             let cur = self.ops[r];
-            if w > 0 {
-                let last = &mut self.ops[w - 1];
-                let last_end = last.block.saturating_add(u64::from(last.count));
-                if last.disk == cur.disk && last.op == cur.op && cur.block <= last_end {
-                    let end = last_end.max(cur.block.saturating_add(u64::from(cur.count)));
-                    if let Ok(count) = u32::try_from(end - last.block) {
-                        last.count = count;
-                        continue;
-                    }
-                }
+            // Sorted: `cur` starts at or after the operation before it on its disk.
+            if w > 0 && self.ops[w - 1].absorb(&cur) {
+                continue;
             }
             self.ops[w] = cur;
             w += 1;
         }
         self.ops.truncate(w);
+    }
+
+    /// Append `op`, or extend the latest of the last few operations of the same disk and
+    /// direction when `op` starts inside or right at the end of it. The union of the ranges
+    /// is unchanged, so [`Plan::normalize`] gives the same plan afterwards; it only has
+    /// fewer, already ordered operations to sort (the blocks of one request arrive in
+    /// ascending order, each disk's run growing at its end).
+    #[inline]
+    pub fn push_merging(&mut self, op: DiskOp) {
+        let lookback = self.ops.len().saturating_sub(MERGE_LOOKBACK_OPS);
+        let same = self.ops[lookback..]
+            .iter_mut()
+            .rev()
+            .find(|o| o.disk == op.disk && o.op == op.op);
+        if !same.is_some_and(|last| last.absorb(&op)) {
+            self.ops.push(op);
+        }
     }
 }
 
@@ -348,6 +385,37 @@ fn parity_row(geo: &Geometry, mode: &Mode, w: &RowWrite, plan: &mut Plan) {
             if write {
                 plan.push(d, Op::Write, block, len);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Merging as planned, then normalizing, gives the plan normalizing alone gives.
+        #[test]
+        fn merging_as_planned_keeps_the_normal_plan(
+            raw in proptest::collection::vec((0u32..3, proptest::bool::ANY, 0u64..40, 1u32..6), 0..40)
+        ) {
+            let ops: Vec<DiskOp> = raw
+                .iter()
+                .map(|&(disk, w, block, count)| DiskOp {
+                    disk,
+                    op: if w { Op::Write } else { Op::Read },
+                    block,
+                    count,
+                })
+                .collect();
+            let mut want = Plan { ops: ops.clone() };
+            want.normalize();
+            let mut got = Plan::default();
+            for op in &ops {
+                got.push_merging(*op);
+            }
+            got.normalize();
+            proptest::prop_assert_eq!(got.ops, want.ops);
         }
     }
 }

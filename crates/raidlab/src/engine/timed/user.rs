@@ -105,10 +105,7 @@ impl<'e> Sim<'e> {
                 }
             }
         }
-        if self.acc.ops.len() > 1 {
-            // One operation is already normal (`Plan::normalize` would leave it as it is).
-            self.acc.normalize();
-        }
+        self.acc.normalize();
         if is_read && self.cf.is_some() && self.recovery_read(now, slot, first, count)? {
             return Ok(());
         }
@@ -168,19 +165,11 @@ impl<'e> Sim<'e> {
                     }
                     None => single_disk(&mut self.plan, Op::Read, lba, 1),
                 }
-                // `count::tally` and the merge in one pass over the block's plan.
+                m.miss_disk_blocks += tally(&self.plan, m);
                 let merge = count <= MERGE_AS_PLANNED_BLOCKS_MAX;
                 for &op in &self.plan.ops {
-                    let n = u64::from(op.count);
-                    match op.op {
-                        Op::Read => {
-                            m.disk_reads[op.disk as usize] += n;
-                            m.miss_disk_blocks += n;
-                        }
-                        Op::Write => m.disk_writes[op.disk as usize] += n,
-                    }
                     if merge {
-                        push_merging(&mut self.acc.ops, op);
+                        self.acc.push_merging(op);
                     } else {
                         self.acc.ops.push(op);
                     }
@@ -283,33 +272,6 @@ impl<'e> Sim<'e> {
 /// far below where any merged count could overflow `DiskOp::count`, so the merges are exact).
 const MERGE_AS_PLANNED_BLOCKS_MAX: u64 = 1 << 20;
 
-/// How far back [`push_merging`] looks for an operation to extend.
-const MERGE_LOOKBACK_OPS: usize = 8;
-
-/// Append `op` to `ops`, or extend the latest earlier operation of the same disk and
-/// direction when `op` starts inside or right at the end of it. The union of the ranges is
-/// unchanged, so `Plan::normalize` (sort, then merge touching ranges) gives the same plan
-/// afterwards; it only has fewer, already ordered operations to sort: the blocks of one
-/// request arrive in ascending order, each disk's run growing at its end.
-pub(super) fn push_merging(ops: &mut Vec<DiskOp>, op: DiskOp) {
-    let lookback = ops.len().saturating_sub(MERGE_LOOKBACK_OPS);
-    if let Some(last) = ops[lookback..]
-        .iter_mut()
-        .rev()
-        .find(|o| o.disk == op.disk && o.op == op.op)
-    {
-        let last_end = last.block + u64::from(last.count);
-        if last.block <= op.block && op.block <= last_end {
-            let end = last_end.max(op.block + u64::from(op.count));
-            if let Ok(count) = u32::try_from(end - last.block) {
-                last.count = count;
-                return;
-            }
-        }
-    }
-    ops.push(op);
-}
-
 /// The plan without an `[array]`: one device whose block `b` is logical block `b`.
 pub(super) fn single_disk(plan: &mut Plan, op: Op, block: u64, count: u64) {
     plan.ops.clear();
@@ -319,35 +281,4 @@ pub(super) fn single_disk(plan: &mut Plan, op: Op, block: u64, count: u64) {
         block,
         count: u32::try_from(count).unwrap_or(u32::MAX),
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    proptest::proptest! {
-        /// Merging as planned, then normalizing, gives the plan normalizing alone gives.
-        #[test]
-        fn merging_as_planned_keeps_the_normal_plan(
-            raw in proptest::collection::vec((0u32..3, proptest::bool::ANY, 0u64..40, 1u32..6), 0..40)
-        ) {
-            let ops: Vec<DiskOp> = raw
-                .iter()
-                .map(|&(disk, w, block, count)| DiskOp {
-                    disk,
-                    op: if w { Op::Write } else { Op::Read },
-                    block,
-                    count,
-                })
-                .collect();
-            let mut want = Plan { ops: ops.clone() };
-            want.normalize();
-            let mut got = Plan::default();
-            for op in &ops {
-                push_merging(&mut got.ops, *op);
-            }
-            got.normalize();
-            proptest::prop_assert_eq!(got.ops, want.ops);
-        }
-    }
 }
