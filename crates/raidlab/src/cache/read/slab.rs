@@ -198,7 +198,7 @@ impl<E: Slot> Slab<E> {
     }
 
     /// Read `key`'s index bucket and start loading the entry it points to
-    /// (`ReadPolicy::prefetch_entry`).
+    /// (`ReadPolicy::prefetch_entries`).
     #[inline(always)]
     pub fn prefetch_entry(&self, key: u64) {
         let id = self.index.head(key);
@@ -208,9 +208,9 @@ impl<E: Slot> Slab<E> {
     }
 
     /// Start loading what removing live slot `id` from the index and from its list reads:
-    /// its chain link, its key's bucket and its list neighbour `before` (a victim's successor
-    /// as the back of the list). The entry itself must already be in the CPU cache (its key
-    /// is read).
+    /// its chain link, its key's bucket and the entry before it in its list (the next back of
+    /// the list when `id` is a victim). The entry itself is read here (its key and link), so
+    /// it should already be in the CPU cache.
     #[inline(always)]
     pub fn prefetch_removal(&self, id: u32) {
         let e = &self.entries[id as usize];
