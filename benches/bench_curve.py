@@ -48,8 +48,6 @@ REAL = [
     "keys/arc-oltp.u32be.gz",
     "keys/cloudphysics-w106.txt.xz",
 ]
-# Requests per chunk when writing a big trace.
-CHUNK_REQUESTS = 10_000_000
 RAID5_DEGRADED = {"level": "raid5", "disks": 5, "stripe_unit": 16384, "failed": [2]}
 
 # A child: one job (JSON on stdin: ``{"kind": "curve" | "run", "config", ...}``) -> wall
@@ -88,34 +86,6 @@ def best(job: dict[str, Any], repeat: int) -> dict[str, Any]:
     return min(runs, key=lambda r: r["process_s"])
 
 
-def write_zipf_trace(path: Path, requests: int, keys: int, seed: int) -> int:
-    """bench_count.py's trace (Zipf(0.9), ranks shuffled, 4 KiB objects), written in chunks
-    so 100 M requests need no 2.4 GB array: the generator draws the same numbers either way,
-    so the file is byte for byte ``write_trace``'s. Returns the footprint."""
-    import numpy as np
-
-    if requests <= CHUNK_REQUESTS:
-        return write_trace(path, requests, keys, 0.9, seed=seed)
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, keys + 1, dtype=np.float64) ** 0.9
-    cdf = np.cumsum(weights)
-    cdf /= cdf[-1]
-    perm = rng.permutation(keys).astype(np.uint64)
-    seen = np.zeros(keys, dtype=bool)
-    with open(path, "wb") as f:
-        for first in range(0, requests, CHUNK_REQUESTS):
-            n = min(CHUNK_REQUESTS, requests - first)
-            ranks = np.searchsorted(cdf, rng.random(n))
-            seen[ranks] = True
-            rec = np.zeros(n, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
-            rec["t"] = np.arange(first, first + n, dtype=np.uint64) // 1000
-            rec["id"] = perm[ranks]
-            rec["size"] = 4096
-            rec["next"] = -1
-            rec.tofile(f)
-    return int(seen.sum())
-
-
 def grid(footprint: int) -> list[int]:
     """The default grid of raidlab curve: footprint * 2^(-i/2), i = 0..16."""
     return sorted({max(1, round(footprint * 0.5 ** (i / 2))) for i in range(17)})
@@ -143,7 +113,7 @@ def footprint_of(config: dict[str, Any]) -> int:
 def speed(a: argparse.Namespace, tmp: Path) -> None:
     trace = tmp / "zipf.oracleGeneral.bin"
     for n in sorted({a.requests, a.big_trace_requests}):
-        footprint = write_zipf_trace(trace, n, a.keys, seed=7)
+        footprint = write_trace(trace, n, a.keys, 0.9, seed=7)
         config = {"workload": {"trace": str(trace), "format": "oracle"}, "cache": {"policy": "lru", "capacity_blocks": max(1, footprint // 10)}}
         sizes = grid(footprint)
         print(f"trace: {n:,} requests, Zipf(0.9) over {a.keys:,} keys, footprint {footprint:,} blocks; {len(sizes)} sizes; {load()}")
