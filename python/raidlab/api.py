@@ -258,7 +258,7 @@ def run(
     finished as its ``finished`` attribute (a :class:`Result`).
     """
     text, file, base = _source(config)
-    n = threads if threads is not None else (os.cpu_count() or 1)
+    n = threads if threads is not None else _core.cores()
     report = None
     if progress is not None:
         # The core also says how far a footprint pre-pass has read; callbacks that take it

@@ -155,19 +155,9 @@ def _watch_parent() -> None:
 
 
 def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
-
-
-def spare_cores(workers: int) -> bool:
-    """Whether ``workers`` runs at once leave a core for each one's workload thread (as the
-    core's ``engine::spare_cores`` decides for one process; ``RAIDLAB_WORKLOAD_THREAD=0``
-    turns the threads off)."""
-    if os.environ.get("RAIDLAB_WORKLOAD_THREAD") == "0":
-        return False
-    return 2 * max(1, workers) <= default_workers()
+    """The cores this process may use (CPU affinity and any CPU quota, as the core counts
+    them): one worker each."""
+    return int(_core.cores())
 
 
 def _is_dask_client(x: Any) -> bool:
@@ -235,7 +225,7 @@ class Pool:
             self.local_workers = n or default_workers()
             self.executor: Any = self._local()
             self.workers = self.local_workers
-            self.workload_thread = spare_cores(self.local_workers)
+            self.workload_thread = bool(_core.spare_cores(self.local_workers))
         elif isinstance(executor, str):
             self.executor = connect_scheduler(executor)
             self.owned_client = True

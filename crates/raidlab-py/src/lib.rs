@@ -228,6 +228,19 @@ fn read_oracle(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
         .map_err(|e| to_py(py, e))
 }
 
+/// Cores this process may use (CPU affinity and any CPU quota), as the core counts them.
+#[pyfunction]
+fn cores() -> usize {
+    engine::cores()
+}
+
+/// Whether `runs` runs at once leave a core for each one's workload thread (and
+/// `RAIDLAB_WORKLOAD_THREAD` is not `0`).
+#[pyfunction]
+fn spare_cores(runs: usize) -> bool {
+    engine::spare_cores(runs)
+}
+
 /// The write-cache reliability and cost comparison for a `[reliability]` config (TOML text
 /// with `file` set, else JSON text of a dict), with `overrides` (JSON text of a tree) merged
 /// over it; returns JSON text `{"inputs", "rows"}`.
@@ -268,6 +281,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(read_oracle, m)?)?;
+    m.add_function(wrap_pyfunction!(cores, m)?)?;
+    m.add_function(wrap_pyfunction!(spare_cores, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(reliability, m)?)?;
     m.add_function(wrap_pyfunction!(curve::curve, m)?)?;

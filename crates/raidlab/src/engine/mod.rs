@@ -65,12 +65,16 @@ pub fn run_one(
 /// Environment variable that, set to `0`, keeps every run's workload on the run's thread.
 pub const WORKLOAD_THREAD_ENV: &str = "RAIDLAB_WORKLOAD_THREAD";
 
-/// Whether `runs` runs at once leave a core for each one's workload thread: the machine
-/// has at least two cores per run and [`WORKLOAD_THREAD_ENV`] is not `0`.
+/// Cores this process may use (its CPU affinity and any CPU quota), at least 1.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Whether `runs` runs at once leave a core for each one's workload thread: the process
+/// has at least two [`cores`] per run and [`WORKLOAD_THREAD_ENV`] is not `0`.
 pub fn spare_cores(runs: usize) -> bool {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let off = std::env::var_os(WORKLOAD_THREAD_ENV).is_some_and(|v| v == "0");
-    !off && runs.max(1).saturating_mul(2) <= cores
+    !off && runs.max(1).saturating_mul(2) <= cores()
 }
 
 /// The workload of a run: [`crate::workload::open`], told its `load` (IOPS) before anything
