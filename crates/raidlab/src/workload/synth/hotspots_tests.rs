@@ -4,6 +4,8 @@
 
 use super::*;
 use crate::workload::synth::locality::{measure, measure_pairs, LocalitySpec};
+use crate::workload::synth::websearch::SIZE_MIX;
+use crate::workload::Op;
 
 const MS: f64 = 1e6;
 

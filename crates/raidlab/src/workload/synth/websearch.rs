@@ -59,6 +59,26 @@ const WRITE_BELOW: u64 = u64::MAX / 5000;
 /// Fewest chunks for which "20% of the space" means something.
 const MIN_CHUNKS: u64 = 10;
 
+/// A request's direction and size as the WebSearch sample has them: a write with probability
+/// 1/5000, then a size drawn from [`SIZE_MIX`] (two draws from `rng`, in that order).
+#[inline]
+pub(crate) fn op_and_size(rng: &mut ChaCha8Rng) -> (Op, u64) {
+    let op = if rng.next_u64() < WRITE_BELOW {
+        Op::Write
+    } else {
+        Op::Read
+    };
+    let total: u64 = SIZE_MIX.iter().map(|&(_, w)| w).sum();
+    let mut pick = below(rng, total);
+    for &(size, weight) in &SIZE_MIX {
+        if pick < weight {
+            return (op, size);
+        }
+        pick -= weight;
+    }
+    unreachable!("a draw below the weights' total falls on one of them")
+}
+
 /// The WebSearch-like generator.
 pub struct WebSearch {
     sampler: ZipfSampler,
@@ -227,21 +247,7 @@ impl RequestSource for WebSearch {
         self.left -= 1;
         // The first request arrives at 0 (times are relative to the first record everywhere).
         let time_ns = self.clock.next(&mut self.rng);
-        let op = if self.rng.next_u64() < WRITE_BELOW {
-            Op::Write
-        } else {
-            Op::Read
-        };
-        let total: u64 = SIZE_MIX.iter().map(|&(_, w)| w).sum();
-        let mut pick = below(&mut self.rng, total);
-        let mut len = CHUNK_BYTES;
-        for &(size, weight) in &SIZE_MIX {
-            if pick < weight {
-                len = size;
-                break;
-            }
-            pick -= weight;
-        }
+        let (op, len) = op_and_size(&mut self.rng);
         let rank = self.sampler.sample(&mut self.rng) - 1;
         let chunk = self.place(rank);
         let slot = below(&mut self.rng, CHUNK_BYTES / len);
