@@ -63,7 +63,7 @@
 use rand_chacha::ChaCha8Rng;
 
 use super::websearch::op_and_size;
-use super::{bad, below, rng, unit_f64};
+use super::{bad, below, exp_draw, rng, unit_f64};
 use crate::error::Result;
 use crate::workload::{Addressing, Request, RequestSource};
 
@@ -278,12 +278,6 @@ impl HotspotsSpec {
         }
         Ok(())
     }
-}
-
-/// An exponential draw of mean `mean` (any unit).
-#[inline]
-fn exp_draw(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
-    -mean * libm::log1p(-unit_f64(rng))
 }
 
 /// Arrival times of a two-state Markov-modulated Poisson process, in nanoseconds (kept as
