@@ -155,6 +155,16 @@ impl HotspotsSpec {
         ((self.areas() as f64 * self.spot_fraction).round() as u64).max(1)
     }
 
+    /// Mean gap between working-set changes (one stream over all members), nanoseconds.
+    fn set_gap_ns(&self) -> f64 {
+        self.set_life_s * NS / self.set_areas() as f64
+    }
+
+    /// Mean gap between spot moves (one stream over all spots), nanoseconds.
+    fn spot_gap_ns(&self) -> f64 {
+        self.spot_life_s * NS / self.spots() as f64
+    }
+
     /// Variance over mean of the number of arrivals in bins of `bin_s` seconds, for this
     /// two-state process: `1 + 2 v c / m (1 - (c / T) (1 - exp(-T / c)))` with `m` the mean
     /// rate, `v` the variance of the rate over time and `c` the correlation time
@@ -249,20 +259,12 @@ impl HotspotsSpec {
             ));
         }
         let floor_ns = (gap_ns / EVENTS_PER_REQUEST_MAX).max(span_ns * SPAN_RESOLUTION);
-        let p = self.high_share;
+        let [busy_ns, lull_ns] = stays_ns(self.high_share, self.high_s);
         for (key, what, mean_ns) in [
-            (
-                "set_life_s",
-                "working-set changes",
-                self.set_life_s * NS / self.set_areas() as f64,
-            ),
-            (
-                "spot_life_s",
-                "spot moves",
-                self.spot_life_s * NS / self.spots() as f64,
-            ),
-            ("high_s", "busy periods", self.high_s * NS),
-            ("high_s", "lulls", self.high_s * NS * (1.0 - p) / p),
+            ("set_life_s", "working-set changes", self.set_gap_ns()),
+            ("spot_life_s", "spot moves", self.spot_gap_ns()),
+            ("high_s", "busy periods", busy_ns),
+            ("high_s", "lulls", lull_ns),
         ] {
             if mean_ns < floor_ns {
                 return Err(bad(
@@ -278,6 +280,13 @@ impl HotspotsSpec {
         }
         Ok(())
     }
+}
+
+/// Mean stays in the busy and in the lull state, nanoseconds: `high_s` seconds busy, and
+/// lulls long enough that the busy state holds `high_share` of the time.
+fn stays_ns(high_share: f64, high_s: f64) -> [f64; 2] {
+    let busy = high_s * NS;
+    [busy, busy * (1.0 - high_share) / high_share]
 }
 
 /// Arrival times of a two-state Markov-modulated Poisson process, in nanoseconds (kept as
@@ -306,8 +315,7 @@ impl TwoRateClock {
     ) -> TwoRateClock {
         // p r l + (1 - p) l = 1 / mean: the lull rate l, the busy rate r l.
         let lull_gap = mean_ns * (high_share * rate_ratio + 1.0 - high_share);
-        let stay_high = high_s * NS;
-        let stay_ns = [stay_high, stay_high * (1.0 - high_share) / high_share];
+        let stay_ns = stays_ns(high_share, high_s);
         let state = usize::from(unit_f64(rng) >= high_share);
         let switch_ns = exp_draw(rng, stay_ns[state]);
         TwoRateClock {
@@ -414,8 +422,7 @@ impl Hotspots {
             members.push(a);
         }
         let spots = (0..k).map(|_| below(&mut spot_rng, m) as u32).collect();
-        let set_gap_ns = spec.set_life_s * NS / m as f64;
-        let spot_gap_ns = spec.spot_life_s * NS / k as f64;
+        let (set_gap_ns, spot_gap_ns) = (spec.set_gap_ns(), spec.spot_gap_ns());
         Ok(Hotspots {
             areas,
             members,
