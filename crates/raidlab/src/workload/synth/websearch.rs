@@ -181,19 +181,20 @@ const HARMONIC_EXACT: u64 = 1000;
 /// integral of `x^-alpha` with its first Euler-Maclaurin correction, whose error past a
 /// thousand terms is far below what the bisection resolves.
 pub fn harmonic(n: u64, alpha: f64) -> f64 {
-    harmonic_tail(harmonic_head(n, alpha), n, alpha)
+    harmonic_tail(harmonic_head(0.0, 0, n, alpha), n, alpha)
 }
 
-/// The exact part of [`harmonic`]: the first `min(n, 1000)` terms.
-fn harmonic_head(n: u64, alpha: f64) -> f64 {
-    let mut sum = 0.0;
-    for k in 1..=n.min(HARMONIC_EXACT) {
+/// The exact part of [`harmonic`]: `sum` plus the terms `from + 1 ..= min(n, 1000)`. From
+/// `(0.0, 0)` it is the first `min(n, 1000)` terms; from a shorter head it continues that
+/// head with the same additions in the same order, so it gives the same value.
+fn harmonic_head(mut sum: f64, from: u64, n: u64, alpha: f64) -> f64 {
+    for k in from + 1..=n.min(HARMONIC_EXACT) {
         sum += libm::pow(k as f64, -alpha);
     }
     sum
 }
 
-/// [`harmonic`] from its exact part `sum` (`harmonic_head(n, alpha)`).
+/// [`harmonic`] from its exact part `sum` (`harmonic_head(0.0, 0, n, alpha)`).
 fn harmonic_tail(mut sum: f64, n: u64, alpha: f64) -> f64 {
     let head = n.min(HARMONIC_EXACT);
     if n > head {
@@ -213,14 +214,9 @@ fn harmonic_tail(mut sum: f64, n: u64, alpha: f64) -> f64 {
 /// Share of Zipf(alpha) probability on the hottest `hot_chunks(chunks)` of `chunks`.
 pub fn hot_share(chunks: u64, alpha: f64) -> f64 {
     let hot = hot_chunks(chunks);
-    // Both sums start with the same exact terms when both pass them: add them up once (the
-    // same additions in the same order, so the same value).
-    let head_hot = harmonic_head(hot, alpha);
-    let head_all = if hot.min(HARMONIC_EXACT) == chunks.min(HARMONIC_EXACT) {
-        head_hot
-    } else {
-        harmonic_head(chunks, alpha)
-    };
+    // hot <= chunks: the sum over all chunks continues the hot chunks' exact terms.
+    let head_hot = harmonic_head(0.0, 0, hot, alpha);
+    let head_all = harmonic_head(head_hot, hot.min(HARMONIC_EXACT), chunks, alpha);
     harmonic_tail(head_hot, hot, alpha) / harmonic_tail(head_all, chunks, alpha)
 }
 
