@@ -489,6 +489,11 @@ fn insert_absent(tree: &mut Value, path: &str, value: &Value) {
     }
 }
 
+/// Bytes in `gib` GiB (a generator's `space_gib`), rounded down.
+fn gib_bytes(gib: f64) -> u64 {
+    (gib * (1u64 << 30) as f64) as u64
+}
+
 #[cfg(test)]
 mod tests;
 
