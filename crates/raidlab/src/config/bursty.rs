@@ -8,7 +8,6 @@ use crate::workload::synth::{BurstySpec, Distance};
 use crate::workload::SynthSpec;
 
 const MIB: f64 = (1u64 << 20) as f64;
-const GIB: f64 = (1u64 << 30) as f64;
 
 pub(super) fn bursty_spec(t: &mut Table<'_>, seed: u64) -> Result<SynthSpec> {
     let preset_key = t.key("preset");
@@ -43,7 +42,7 @@ pub(super) fn bursty_spec(t: &mut Table<'_>, seed: u64) -> Result<SynthSpec> {
         s.request_bytes = v;
     }
     if let Some(v) = t.float("space_gib", 1e-6, 1e6)? {
-        s.space_bytes = (v * GIB) as u64;
+        s.space_bytes = super::gib_bytes(v);
     }
     if let Some(v) = t.float("working_set_mib", 1e-6, 1e9)? {
         s.working_set_bytes = (v * MIB) as u64;

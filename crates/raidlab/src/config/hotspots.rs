@@ -7,13 +7,11 @@ use crate::error::Result;
 use crate::workload::synth::HotspotsSpec;
 use crate::workload::SynthSpec;
 
-const GIB: f64 = (1u64 << 30) as f64;
-
 pub(super) fn hotspots_spec(t: &mut Table<'_>, seed: u64) -> Result<SynthSpec> {
     let space_gib = t.float_or("space_gib", 1e-6, 1e6, 60.0)?;
     let requests = t.uint_or("requests", 1, 1 << 40, 1_000_000)?;
     let mean_ms = t.float_or("mean_interarrival_ms", f64::MIN, f64::MAX, 3.7)?;
-    let mut s = HotspotsSpec::websearch((space_gib * GIB) as u64, requests, mean_ms * 1e6, seed);
+    let mut s = HotspotsSpec::websearch(super::gib_bytes(space_gib), requests, mean_ms * 1e6, seed);
     s.area_bytes = t.uint_or("area_kib", 1, 1 << 30, s.area_bytes >> 10)? << 10;
     // Ranges here only keep conversions sane; the generator's `validate` has the real rules
     // and names the same keys.

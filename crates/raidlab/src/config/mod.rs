@@ -489,10 +489,15 @@ fn insert_absent(tree: &mut Value, path: &str, value: &Value) {
     }
 }
 
+/// Bytes in `gib` GiB (a generator's `space_gib`), rounded down.
+fn gib_bytes(gib: f64) -> u64 {
+    (gib * (1u64 << 30) as f64) as u64
+}
+
 #[cfg(test)]
 mod tests;
 
-/// Test helpers shared by the generator sections' tests.
+/// Test helpers shared by the generators' tests and their config sections' tests.
 #[cfg(test)]
 pub(crate) mod synth_test {
     use crate::error::{Error, Result};
@@ -512,7 +517,7 @@ pub(crate) mod synth_test {
         }
     }
 
-    /// The config key a failed parse names.
+    /// The config key a failed parse (or a generator's check) names.
     pub(crate) fn error_key<T: std::fmt::Debug>(r: Result<T>) -> String {
         match r.unwrap_err() {
             Error::Config { key, .. } => key,

@@ -153,7 +153,7 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
             let space_gib = t.float_or("space_gib", 0.001, 1e6, 60.0)?;
             let mean_ms = t.float_or("mean_interarrival_ms", 1e-6, 1e9, 3.7)?;
             SynthSpec::WebSearch {
-                space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
+                space_bytes: super::gib_bytes(space_gib),
                 requests: t.uint_or("requests", 1, REQUESTS_MAX, 1_000_000)?,
                 mean_interarrival_ns: (mean_ms * 1e6).round().max(1.0) as u64,
                 seed,
@@ -166,7 +166,7 @@ fn synth_spec(mut t: Table<'_>, run_seed: u64) -> Result<SynthSpec> {
             // 573 million 512-byte sectors: the STOW paper's RAID-5 full backend.
             let space_gib = t.float_or("space_gib", 0.001, 1e6, 273.2)?;
             SynthSpec::Spc1 {
-                space_bytes: (space_gib * (1u64 << 30) as f64) as u64,
+                space_bytes: super::gib_bytes(space_gib),
                 partial: t.choice("backend", &["full", "partial"])? == Some("partial"),
                 iops: t.float_or("iops", 1e-3, 1e9, 1000.0)?,
                 // SPC-1: one business scaling unit (the eight streams) per 50 IOPS.

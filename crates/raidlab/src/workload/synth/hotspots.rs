@@ -27,8 +27,8 @@
 //!   `high_share` of the time, with exponential stays of mean `high_s` (lulls: mean
 //!   `high_s * (1 - high_share) / high_share`). The two rates are solved so that the mean
 //!   inter-arrival time is `mean_interarrival_ns`. The first request arrives at 0.
-//! * **Sizes and directions**: the WebSearch generator's: 8, 16 or 32 KiB with the sample's
-//!   weights ([`SIZE_MIX`]), writes with probability 1/5000 (99.98% reads).
+//! * **Sizes and directions**: the WebSearch generator's (`websearch::op_and_size`): 8, 16
+//!   or 32 KiB with the sample's weights, writes with probability 1/5000 (99.98% reads).
 //!
 //! The process starts in its stationary state (members and spots uniform, the arrival state
 //! drawn with probability `high_share`, exponential residual times), so no warm-up is needed.
@@ -60,13 +60,12 @@
 //!   rarer state, 26% of the time). The formula then gives 2.2 at 0.1 s and 41 at 5 s
 //!   against the sample's 2.1 and 44.
 
-use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
-use super::websearch::SIZE_MIX;
-use super::{bad, below, rng, unit_f64};
+use super::websearch::op_and_size;
+use super::{bad, below, exp_draw, rng, unit_f64};
 use crate::error::Result;
-use crate::workload::{Addressing, Op, Request, RequestSource};
+use crate::workload::{Addressing, Request, RequestSource};
 
 /// Largest request size: areas are whole multiples of it.
 const MAX_REQUEST: u64 = 32 * 1024;
@@ -77,8 +76,6 @@ pub const MAX_AREAS: u64 = 1 << 28;
 /// Largest working-set share: drawing a new member outside the set takes
 /// `1 / (1 - set_fraction)` tries on average.
 pub const MAX_SET_FRACTION: f64 = 0.95;
-/// A draw below this is a write: 1/5000 = 0.02% of requests (as `websearch.rs`).
-const WRITE_BELOW: u64 = u64::MAX / 5000;
 const NS: f64 = 1e9;
 /// Longest expected run, nanoseconds (2^60: 36 years, a factor 16 inside `u64`).
 const SPAN_NS_MAX: f64 = 1_152_921_504_606_846_976.0;
@@ -156,6 +153,16 @@ impl HotspotsSpec {
     /// Number of hot spots.
     pub fn spots(&self) -> u64 {
         ((self.areas() as f64 * self.spot_fraction).round() as u64).max(1)
+    }
+
+    /// Mean gap between working-set changes (one stream over all members), nanoseconds.
+    fn set_gap_ns(&self) -> f64 {
+        self.set_life_s * NS / self.set_areas() as f64
+    }
+
+    /// Mean gap between spot moves (one stream over all spots), nanoseconds.
+    fn spot_gap_ns(&self) -> f64 {
+        self.spot_life_s * NS / self.spots() as f64
     }
 
     /// Variance over mean of the number of arrivals in bins of `bin_s` seconds, for this
@@ -252,20 +259,12 @@ impl HotspotsSpec {
             ));
         }
         let floor_ns = (gap_ns / EVENTS_PER_REQUEST_MAX).max(span_ns * SPAN_RESOLUTION);
-        let p = self.high_share;
+        let [busy_ns, lull_ns] = stays_ns(self.high_share, self.high_s);
         for (key, what, mean_ns) in [
-            (
-                "set_life_s",
-                "working-set changes",
-                self.set_life_s * NS / self.set_areas() as f64,
-            ),
-            (
-                "spot_life_s",
-                "spot moves",
-                self.spot_life_s * NS / self.spots() as f64,
-            ),
-            ("high_s", "busy periods", self.high_s * NS),
-            ("high_s", "lulls", self.high_s * NS * (1.0 - p) / p),
+            ("set_life_s", "working-set changes", self.set_gap_ns()),
+            ("spot_life_s", "spot moves", self.spot_gap_ns()),
+            ("high_s", "busy periods", busy_ns),
+            ("high_s", "lulls", lull_ns),
         ] {
             if mean_ns < floor_ns {
                 return Err(bad(
@@ -283,10 +282,11 @@ impl HotspotsSpec {
     }
 }
 
-/// An exponential draw of mean `mean` (any unit).
-#[inline]
-fn exp_draw(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
-    -mean * libm::log1p(-unit_f64(rng))
+/// Mean stays in the busy and in the lull state, nanoseconds: `high_s` seconds busy, and
+/// lulls long enough that the busy state holds `high_share` of the time.
+fn stays_ns(high_share: f64, high_s: f64) -> [f64; 2] {
+    let busy = high_s * NS;
+    [busy, busy * (1.0 - high_share) / high_share]
 }
 
 /// Arrival times of a two-state Markov-modulated Poisson process, in nanoseconds (kept as
@@ -315,8 +315,7 @@ impl TwoRateClock {
     ) -> TwoRateClock {
         // p r l + (1 - p) l = 1 / mean: the lull rate l, the busy rate r l.
         let lull_gap = mean_ns * (high_share * rate_ratio + 1.0 - high_share);
-        let stay_high = high_s * NS;
-        let stay_ns = [stay_high, stay_high * (1.0 - high_share) / high_share];
+        let stay_ns = stays_ns(high_share, high_s);
         let state = usize::from(unit_f64(rng) >= high_share);
         let switch_ns = exp_draw(rng, stay_ns[state]);
         TwoRateClock {
@@ -394,7 +393,6 @@ pub struct Hotspots {
     set_rng: ChaCha8Rng,
     spot_rng: ChaCha8Rng,
     rng: ChaCha8Rng,
-    size_total: u64,
     set_changes: u64,
     spot_moves: u64,
     left: u64,
@@ -424,8 +422,7 @@ impl Hotspots {
             members.push(a);
         }
         let spots = (0..k).map(|_| below(&mut spot_rng, m) as u32).collect();
-        let set_gap_ns = spec.set_life_s * NS / m as f64;
-        let spot_gap_ns = spec.spot_life_s * NS / k as f64;
+        let (set_gap_ns, spot_gap_ns) = (spec.set_gap_ns(), spec.spot_gap_ns());
         Ok(Hotspots {
             areas,
             members,
@@ -440,7 +437,6 @@ impl Hotspots {
             set_rng,
             spot_rng,
             rng: rng(spec.seed, 24),
-            size_total: SIZE_MIX.iter().map(|&(_, w)| w).sum(),
             set_changes: 0,
             spot_moves: 0,
             left: spec.requests,
@@ -503,20 +499,7 @@ impl RequestSource for Hotspots {
         self.left -= 1;
         let time_ns = self.clock.next(&mut self.clock_rng);
         self.advance(time_ns as f64);
-        let op = if self.rng.next_u64() < WRITE_BELOW {
-            Op::Write
-        } else {
-            Op::Read
-        };
-        let mut pick = below(&mut self.rng, self.size_total);
-        let mut len = MAX_REQUEST;
-        for &(size, weight) in &SIZE_MIX {
-            if pick < weight {
-                len = size;
-                break;
-            }
-            pick -= weight;
-        }
+        let (op, len) = op_and_size(&mut self.rng);
         let slot = if unit_f64(&mut self.rng) < self.spec.spot_share {
             self.spots[below(&mut self.rng, self.spots.len() as u64) as usize] as usize
         } else {

@@ -9,10 +9,12 @@
 //! The plain tests check that the sample still measures as documented (skipped without the
 //! traces) and that the fitted model reproduces the sample's statistics.
 
+use std::path::Path;
+
 use super::*;
 use crate::workload::open_trace_file;
 use crate::workload::real_traces_tests::traces;
-use crate::workload::synth::locality::{measure, LocalitySpec, LocalityStats};
+use crate::workload::synth::locality::{measure, measure_pairs, LocalitySpec, LocalityStats};
 use crate::workload::Format;
 
 const AREA: u64 = 16 << 20;
@@ -49,19 +51,23 @@ fn row(s: &LocalityStats) -> [f64; 6] {
     ]
 }
 
+/// The requests of a trace (of device `dev`, or all) as `(arrival_ns, area)` pairs, and the
+/// areas their addresses span: one pass over the file.
+fn read_trace(path: &Path, format: Format, dev: Option<u64>) -> (Vec<(u64, u64)>, u64) {
+    let mut src = open_trace_file(path, format, dev).unwrap();
+    let (mut pairs, mut end) = (Vec::new(), 0);
+    while let Some(r) = src.next_request().unwrap() {
+        pairs.push((r.time_ns, r.offset / AREA));
+        end = end.max(r.offset + r.len);
+    }
+    (pairs, end.div_ceil(AREA))
+}
+
 /// The sample's device `dev` measured over its own span (`None` without the traces).
 fn sample_device(dev: u64) -> Option<LocalityStats> {
     let path = traces()?.join("websearch/wsrch-small.mqsim.txt");
-    let span = {
-        let mut src = open_trace_file(&path, Format::MqSim, Some(dev)).unwrap();
-        let mut end = 0;
-        while let Some(r) = src.next_request().unwrap() {
-            end = end.max(r.offset + r.len);
-        }
-        end.div_ceil(AREA)
-    };
-    let mut src = open_trace_file(&path, Format::MqSim, Some(dev)).unwrap();
-    Some(measure(src.as_mut(), &loc(span)).unwrap())
+    let (pairs, span) = read_trace(&path, Format::MqSim, Some(dev));
+    Some(measure_pairs(&pairs, &loc(span)))
 }
 
 /// The model at the sample's conditions (one device), averaged over `seeds`.
@@ -138,13 +144,12 @@ fn print_the_real_traces() {
             fmt(&s.idc)
         );
     }
-    let mut src = open_trace_file(
+    let (pairs, _) = read_trace(
         &dir.join("websearch/wsrch-small.mqsim.txt"),
         Format::MqSim,
         None,
-    )
-    .unwrap();
-    let s = measure(src.as_mut(), &loc(1)).unwrap();
+    );
+    let s = measure_pairs(&pairs, &loc(1));
     println!(
         "websearch, all devices: {} requests; idc at {BINS_S:?} s: {}",
         s.requests,
@@ -156,25 +161,19 @@ fn print_the_real_traces() {
         ("cloudphysics/cloudPhysicsIO.csv", Format::CloudPhysicsCsv),
         ("hp/hplajw-1week.msr.csv", Format::Msr),
     ] {
-        let path = dir.join(rel);
-        let mut src = open_trace_file(&path, format, None).unwrap();
-        let mut end = 0;
-        while let Some(r) = src.next_request().unwrap() {
-            end = end.max(r.offset + r.len);
-        }
-        let mut src = open_trace_file(&path, format, None).unwrap();
+        let (pairs, areas) = read_trace(&dir.join(rel), format, None);
         let spec = LocalitySpec {
             window_ns: 60_000_000_000,
             lags: vec![1, 2, 5, 10, 20],
             bins_ns: vec![1_000_000_000, 10_000_000_000],
-            ..loc(end.div_ceil(AREA))
+            ..loc(areas)
         };
-        let s = measure(src.as_mut(), &spec).unwrap();
+        let s = measure_pairs(&pairs, &spec);
         println!(
             "{rel}: {} requests, {} areas, {} windows of 60 s; touched {:.3}; reref at 1/2/5/10/20 \
              windows {}; touched all {:.3}; top 20% {:.3}; idc at 1 s, 10 s: {}",
             s.requests,
-            end.div_ceil(AREA),
+            areas,
             s.windows,
             s.touched,
             fmt(&s.reref),
@@ -265,14 +264,10 @@ fn fit_the_arrivals() {
     // The whole sample (all devices: the arrival process is shared).
     let Some(dir) = traces() else { return };
     let path = dir.join("websearch/wsrch-small.mqsim.txt");
-    let mut src = open_trace_file(&path, Format::MqSim, None).unwrap();
-    let mut times = Vec::new();
-    while let Some(r) = src.next_request().unwrap() {
-        times.push(r.time_ns);
-    }
-    let pairs: Vec<(u64, u64)> = times.iter().map(|&t| (t, 0)).collect();
+    let (pairs, _) = read_trace(&path, Format::MqSim, None);
+    let times: Vec<u64> = pairs.iter().map(|p| p.0).collect();
     let fit_bins = [0.5, 1.0, 2.0];
-    let s = crate::workload::synth::locality::measure_pairs(
+    let s = measure_pairs(
         &pairs,
         &LocalitySpec {
             bins_ns: fit_bins.iter().map(|b| (b * 1e9) as u64).collect(),

@@ -3,7 +3,10 @@
 //! concentration) against the configured values.
 
 use super::*;
+use crate::config::synth_test::error_key;
 use crate::workload::synth::locality::{measure, measure_pairs, LocalitySpec};
+use crate::workload::synth::websearch::SIZE_MIX;
+use crate::workload::Op;
 
 const MS: f64 = 1e6;
 
@@ -264,10 +267,7 @@ fn spots_carry_their_share() {
 
 /// The config key a refused spec names.
 fn key(spec: HotspotsSpec) -> String {
-    match Hotspots::new(spec).err().unwrap() {
-        crate::error::Error::Config { key, .. } => key,
-        other => panic!("{other}"),
-    }
+    error_key(Hotspots::new(spec).map(drop))
 }
 
 fn k(s: &str) -> String {

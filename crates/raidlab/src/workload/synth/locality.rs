@@ -98,16 +98,13 @@ pub fn measure_pairs(reqs: &[(u64, u64)], spec: &LocalitySpec) -> LocalityStats 
             }
         })
         .collect();
+    // Requests per area touched.
     let mut all: Vec<u64> = reqs.iter().map(|r| r.1).collect();
     all.sort_unstable();
-    let mut counts: Vec<u64> = Vec::new();
-    for (i, a) in all.iter().enumerate() {
-        if i > 0 && all[i - 1] == *a {
-            *counts.last_mut().expect("a previous area") += 1;
-        } else {
-            counts.push(1);
-        }
-    }
+    let mut counts: Vec<u64> = all
+        .chunk_by(|a, b| a == b)
+        .map(|c| c.len() as u64)
+        .collect();
     let touched_all = counts.len() as f64 / n;
     counts.sort_unstable_by(|a, b| b.cmp(a));
     let top = ((0.2 * n).round() as usize).max(1);

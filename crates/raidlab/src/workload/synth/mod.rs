@@ -85,6 +85,12 @@ pub(crate) fn unit_f64(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// An exponential draw of mean `mean` (any unit).
+#[inline]
+pub(crate) fn exp_draw(rng: &mut ChaCha8Rng, mean: f64) -> f64 {
+    -mean * libm::log1p(-unit_f64(rng))
+}
+
 /// Arrival times of a Poisson process: the first request at 0, then exponential gaps with
 /// mean `mean_ns`, rounded to whole nanoseconds.
 #[derive(Debug, Clone)]
@@ -109,7 +115,7 @@ impl PoissonClock {
         if self.first {
             self.first = false;
         } else {
-            let gap = -self.mean_ns * libm::log1p(-unit_f64(rng));
+            let gap = exp_draw(rng, self.mean_ns);
             self.time_ns = self.time_ns.saturating_add(libm::round(gap) as u64);
         }
         self.time_ns

@@ -59,6 +59,26 @@ const WRITE_BELOW: u64 = u64::MAX / 5000;
 /// Fewest chunks for which "20% of the space" means something.
 const MIN_CHUNKS: u64 = 10;
 
+/// A request's direction and size as the WebSearch sample has them: a write with probability
+/// 1/5000, then a size drawn from [`SIZE_MIX`] (two draws from `rng`, in that order).
+#[inline]
+pub(crate) fn op_and_size(rng: &mut ChaCha8Rng) -> (Op, u64) {
+    let op = if rng.next_u64() < WRITE_BELOW {
+        Op::Write
+    } else {
+        Op::Read
+    };
+    let total: u64 = SIZE_MIX.iter().map(|&(_, w)| w).sum();
+    let mut pick = below(rng, total);
+    for &(size, weight) in &SIZE_MIX {
+        if pick < weight {
+            return (op, size);
+        }
+        pick -= weight;
+    }
+    unreachable!("a draw below the weights' total falls on one of them")
+}
+
 /// The WebSearch-like generator.
 pub struct WebSearch {
     sampler: ZipfSampler,
@@ -161,19 +181,20 @@ const HARMONIC_EXACT: u64 = 1000;
 /// integral of `x^-alpha` with its first Euler-Maclaurin correction, whose error past a
 /// thousand terms is far below what the bisection resolves.
 pub fn harmonic(n: u64, alpha: f64) -> f64 {
-    harmonic_tail(harmonic_head(n, alpha), n, alpha)
+    harmonic_tail(harmonic_head(0.0, 0, n, alpha), n, alpha)
 }
 
-/// The exact part of [`harmonic`]: the first `min(n, 1000)` terms.
-fn harmonic_head(n: u64, alpha: f64) -> f64 {
-    let mut sum = 0.0;
-    for k in 1..=n.min(HARMONIC_EXACT) {
+/// The exact part of [`harmonic`]: `sum` plus the terms `from + 1 ..= min(n, 1000)`. From
+/// `(0.0, 0)` it is the first `min(n, 1000)` terms; from a shorter head it continues that
+/// head with the same additions in the same order, so it gives the same value.
+fn harmonic_head(mut sum: f64, from: u64, n: u64, alpha: f64) -> f64 {
+    for k in from + 1..=n.min(HARMONIC_EXACT) {
         sum += libm::pow(k as f64, -alpha);
     }
     sum
 }
 
-/// [`harmonic`] from its exact part `sum` (`harmonic_head(n, alpha)`).
+/// [`harmonic`] from its exact part `sum` (`harmonic_head(0.0, 0, n, alpha)`).
 fn harmonic_tail(mut sum: f64, n: u64, alpha: f64) -> f64 {
     let head = n.min(HARMONIC_EXACT);
     if n > head {
@@ -193,14 +214,9 @@ fn harmonic_tail(mut sum: f64, n: u64, alpha: f64) -> f64 {
 /// Share of Zipf(alpha) probability on the hottest `hot_chunks(chunks)` of `chunks`.
 pub fn hot_share(chunks: u64, alpha: f64) -> f64 {
     let hot = hot_chunks(chunks);
-    // Both sums start with the same exact terms when both pass them: add them up once (the
-    // same additions in the same order, so the same value).
-    let head_hot = harmonic_head(hot, alpha);
-    let head_all = if hot.min(HARMONIC_EXACT) == chunks.min(HARMONIC_EXACT) {
-        head_hot
-    } else {
-        harmonic_head(chunks, alpha)
-    };
+    // hot <= chunks: the sum over all chunks continues the hot chunks' exact terms.
+    let head_hot = harmonic_head(0.0, 0, hot, alpha);
+    let head_all = harmonic_head(head_hot, hot.min(HARMONIC_EXACT), chunks, alpha);
     harmonic_tail(head_hot, hot, alpha) / harmonic_tail(head_all, chunks, alpha)
 }
 
@@ -227,21 +243,7 @@ impl RequestSource for WebSearch {
         self.left -= 1;
         // The first request arrives at 0 (times are relative to the first record everywhere).
         let time_ns = self.clock.next(&mut self.rng);
-        let op = if self.rng.next_u64() < WRITE_BELOW {
-            Op::Write
-        } else {
-            Op::Read
-        };
-        let total: u64 = SIZE_MIX.iter().map(|&(_, w)| w).sum();
-        let mut pick = below(&mut self.rng, total);
-        let mut len = CHUNK_BYTES;
-        for &(size, weight) in &SIZE_MIX {
-            if pick < weight {
-                len = size;
-                break;
-            }
-            pick -= weight;
-        }
+        let (op, len) = op_and_size(&mut self.rng);
         let rank = self.sampler.sample(&mut self.rng) - 1;
         let chunk = self.place(rank);
         let slot = below(&mut self.rng, CHUNK_BYTES / len);
