@@ -490,7 +490,7 @@ fn insert_absent(tree: &mut Value, path: &str, value: &Value) {
 }
 
 /// Bytes in `gib` GiB (a generator's `space_gib`), rounded down.
-fn gib_bytes(gib: f64) -> u64 {
+pub(crate) fn gib_bytes(gib: f64) -> u64 {
     (gib * (1u64 << 30) as f64) as u64
 }
 

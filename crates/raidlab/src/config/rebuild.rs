@@ -122,9 +122,7 @@ pub(super) fn rebuild_spec(
     };
     let redirect = t.bool_or("redirect", true)?;
     let piggyback = t.bool_or("piggyback", false)?;
-    let extent_bytes = t
-        .float("extent_gib", 1e-6, 1e9)?
-        .map(|g| (g * (1u64 << 30) as f64) as u64);
+    let extent_bytes = t.float("extent_gib", 1e-6, 1e9)?.map(super::gib_bytes);
     if extent_bytes.is_some_and(|b| b < array.stripe_unit_bytes) {
         return Err(Error::config(
             t.key("extent_gib"),

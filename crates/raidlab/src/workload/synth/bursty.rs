@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 
 use rand_chacha::ChaCha8Rng;
 
-use super::{bad, below, rng, unit_f64};
+use super::{bad, below, exp_draw, rng, unit_f64};
 use crate::error::Result;
 use crate::workload::{Addressing, Op, Request, RequestSource};
 
@@ -350,7 +350,7 @@ impl Bursty {
         } else {
             self.background_gap_ns
         };
-        let gap = -mean * libm::log1p(-unit_f64(&mut self.arrivals));
+        let gap = exp_draw(&mut self.arrivals, mean);
         self.time_ns = self.time_ns.saturating_add(libm::round(gap) as u64);
     }
 
