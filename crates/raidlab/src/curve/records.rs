@@ -62,6 +62,7 @@ pub(crate) fn walk<S: Sink>(
         if n == 0 {
             break;
         }
+        sink.touch(&keys[..n]);
         for &key in &keys[..n] {
             seen += 1;
             if seen & (PROGRESS_EVERY - 1) == 0 && !progress(PROGRESS_EVERY) {

@@ -153,6 +153,14 @@ impl Sink for StackCurve<'_> {
         self.access(key, h, measured)
     }
 
+    fn touch(&self, keys: &[u64]) {
+        // Unsampled only: a sampled walk looks up few of the keys, and hashing each twice
+        // would cost more than the misses saved.
+        if !self.sampling {
+            self.stack.touch(keys);
+        }
+    }
+
     #[inline]
     fn invalidate(&mut self, key: u64) {
         if !self.sampling || spatial_hash(key, self.seed) <= self.limit {

@@ -80,6 +80,13 @@ impl Stack {
             + self.holes.capacity() * 4
     }
 
+    /// Look up every key of `keys` and drop the answers: independent loads the CPU overlaps,
+    /// so the accesses that follow find the map's slots cached. Changes nothing.
+    pub(crate) fn touch(&self, keys: &[u64]) {
+        let found = keys.iter().filter(|&k| self.map.contains_key(k)).count();
+        std::hint::black_box(found);
+    }
+
     /// Access `key`: its depth before the access (1 = most recent; holes above it count),
     /// `None` for a key not in the stack (a cold miss at every size). The key moves to the top.
     #[inline]
@@ -150,14 +157,7 @@ impl Stack {
     /// Marks at times `< t`.
     #[inline]
     fn before(&self, t: u32) -> u64 {
-        let w = (t / 64) as usize;
-        let mut sum = u64::from((self.marks[w] & ((1u64 << (t % 64)) - 1)).count_ones());
-        let mut i = w;
-        while i > 0 {
-            sum += u64::from(self.tree[i]);
-            i &= i - 1;
-        }
-        sum
+        before(&self.marks, &self.tree, t)
     }
 
     #[inline]
@@ -205,26 +205,17 @@ impl Stack {
                 ),
             ));
         }
-        // New times never exceed old ones, so `owner` is renumbered in place.
-        self.holes.clear();
-        let mut next: u32 = 0;
-        for w in 0..self.marks.len() {
-            let mut word = self.marks[w];
-            while word != 0 {
-                let t = (w * 64) as u32 + word.trailing_zeros();
-                word &= word - 1;
-                if self.hole_bits[w] >> (t % 64) & 1 == 1 {
-                    self.holes.push(next);
-                } else {
-                    let key = self.owner[t as usize];
-                    self.owner[next as usize] = key;
-                    // Invariant: every live mark's owner is a key of `map` at that time.
-                    *self.map.get_mut(&key).expect("a live mark has its key") = next;
-                }
-                next += 1;
-            }
+        // A mark's new time is the number of marks before it, which the tree answers; the
+        // map is walked in its own (memory) order, so no key is looked up at random.
+        let holes = std::mem::take(&mut self.holes).into_vec();
+        let renumbered: Vec<u32> = holes.iter().map(|&h| self.before(h) as u32).collect();
+        for (&key, t) in self.map.iter_mut() {
+            let new = before(&self.marks, &self.tree, *t) as u32;
+            self.owner[new as usize] = key;
+            *t = new;
         }
-        debug_assert_eq!(next as usize, n);
+        self.holes = renumbered.into();
+        debug_assert_eq!(self.map.len() + self.holes.len(), n);
         let words = bits / 64;
         self.owner.resize(bits, 0);
         self.marks.clear();
@@ -247,9 +238,22 @@ impl Stack {
                 self.tree[parent] += self.tree[i];
             }
         }
-        self.now = next;
+        self.now = n as u32;
         Ok(())
     }
+}
+
+/// Marks at times `< t` in the bitset `marks` with the Fenwick tree `tree` over its words.
+#[inline]
+fn before(marks: &[u64], tree: &[u32], t: u32) -> u64 {
+    let w = (t / 64) as usize;
+    let mut sum = u64::from((marks[w] & ((1u64 << (t % 64)) - 1)).count_ones());
+    let mut i = w;
+    while i > 0 {
+        sum += u64::from(tree[i]);
+        i &= i - 1;
+    }
+    sum
 }
 
 #[inline]

@@ -14,6 +14,9 @@ pub(crate) trait Sink {
     fn lookup(&mut self, key: u64, measured: bool) -> Result<()>;
     /// A write dropping block `key` from the cache (`writes = "invalidate"`).
     fn invalidate(&mut self, key: u64);
+    /// The next lookups will be of `keys`: read what they read first, so that those memory
+    /// loads overlap one another instead of each lookup waiting on its own. Changes nothing.
+    fn touch(&self, _keys: &[u64]) {}
 }
 
 /// What the walk counted (after the warm-up, as counting mode reports it).
