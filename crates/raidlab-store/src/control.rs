@@ -197,8 +197,17 @@ fn add_spare(dir: &Path, ctl: &Controller, path: &str) -> Value {
         dir.join(path)
     };
     let text = resolved.display().to_string();
+    // By identity, not spelling: `arr/disk1`, `./arr/disk1` and a symlink are one device.
+    let id = match crate::member::DevId::of_path(&resolved) {
+        Ok(id) => id,
+        Err(e) => return fail(format!("{text}: {e}")),
+    };
     let known = format::read_manifest(dir)
-        .map(|paths| paths.iter().any(|p| p == &resolved))
+        .map(|paths| {
+            paths
+                .iter()
+                .any(|p| p == &resolved || crate::member::DevId::of_path(p).is_ok_and(|q| q == id))
+        })
         .unwrap_or(false);
     if known {
         return fail(format!("{text}: already listed as a device of this array"));

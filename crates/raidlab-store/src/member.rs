@@ -24,6 +24,46 @@ pub trait Member: Send + Sync + std::fmt::Debug {
     fn len_bytes(&self) -> u64;
     /// The path it was opened from (names the member in messages and superblock records).
     fn path(&self) -> &str;
+    /// What the device is, whatever path named it: two members with equal identities are
+    /// the same bytes. Every command that names a device compares identities, never paths.
+    fn identity(&self) -> DevId;
+}
+
+/// A device's identity (DESIGN §9): the inode of a file, the device number of a block
+/// device, or a unique number for a member that exists only in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DevId {
+    /// A regular file: `st_dev` and `st_ino`.
+    File { dev: u64, ino: u64 },
+    /// A block device: its `st_rdev` (two device nodes of one disk are one device).
+    Block { rdev: u64 },
+    /// An in-memory member (tests): unique for the life of the process.
+    Mem(u64),
+}
+
+impl DevId {
+    /// The identity of the file or device at `path` (symlinks followed).
+    pub fn of_path(path: &std::path::Path) -> io::Result<DevId> {
+        Ok(DevId::of_meta(&std::fs::metadata(path)?))
+    }
+
+    fn of_meta(m: &std::fs::Metadata) -> DevId {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        if m.file_type().is_block_device() {
+            DevId::Block { rdev: m.rdev() }
+        } else {
+            DevId::File {
+                dev: m.dev(),
+                ino: m.ino(),
+            }
+        }
+    }
+
+    /// A fresh identity for an in-memory member.
+    pub fn fresh_mem() -> DevId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        DevId::Mem(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
 /// A member file or block device, driven with pread/pwrite.
@@ -32,6 +72,7 @@ pub struct FileMember {
     file: File,
     path: String,
     len_bytes: u64,
+    id: DevId,
 }
 
 impl FileMember {
@@ -40,10 +81,13 @@ impl FileMember {
     pub fn open(path: &str) -> io::Result<FileMember> {
         let mut file = OpenOptions::new().read(true).write(true).open(path)?;
         let len_bytes = file.seek(SeekFrom::End(0))?;
+        // The open descriptor's identity: a rename after the open cannot change it.
+        let id = DevId::of_meta(&file.metadata()?);
         Ok(FileMember {
             file,
             path: path.to_string(),
             len_bytes,
+            id,
         })
     }
 }
@@ -68,6 +112,10 @@ impl Member for FileMember {
     fn path(&self) -> &str {
         &self.path
     }
+
+    fn identity(&self) -> DevId {
+        self.id
+    }
 }
 
 /// A member in memory (tests of the data path).
@@ -75,6 +123,7 @@ impl Member for FileMember {
 pub struct MemMember {
     name: String,
     data: RwLock<Vec<u8>>,
+    id: DevId,
 }
 
 impl MemMember {
@@ -82,6 +131,7 @@ impl MemMember {
         MemMember {
             name: name.to_string(),
             data: RwLock::new(vec![0; len_bytes as usize]),
+            id: DevId::fresh_mem(),
         }
     }
 
@@ -131,6 +181,10 @@ impl Member for MemMember {
 
     fn path(&self) -> &str {
         &self.name
+    }
+
+    fn identity(&self) -> DevId {
+        self.id
     }
 }
 
@@ -309,6 +363,10 @@ impl Member for FaultMember {
 
     fn path(&self) -> &str {
         self.inner.path()
+    }
+
+    fn identity(&self) -> DevId {
+        self.inner.identity()
     }
 }
 

@@ -145,6 +145,10 @@ impl Member for RecordingMember {
     fn path(&self) -> &str {
         self.inner.path()
     }
+
+    fn identity(&self) -> crate::member::DevId {
+        self.inner.identity()
+    }
 }
 
 /// A piece of a recorded write: event `event`'s bytes `[start, end)` (relative to the

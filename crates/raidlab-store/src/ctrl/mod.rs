@@ -206,6 +206,27 @@ pub(crate) struct State {
     pub dead: Option<String>,
 }
 
+impl State {
+    /// What the device `id` is in this array (`"the member in slot 2"`, `"a spare"`,
+    /// `"a faulty device"`), or `None` when the array does not know it.
+    pub(crate) fn role_of(&self, id: crate::member::DevId) -> Option<String> {
+        if let Some(slot) = self
+            .devs
+            .iter()
+            .position(|d| d.as_ref().is_some_and(|d| d.identity() == id))
+        {
+            return Some(format!("the member in slot {slot}"));
+        }
+        if self.spares.iter().any(|d| d.identity() == id) {
+            return Some("a spare".into());
+        }
+        if self.faulty.iter().any(|d| d.identity() == id) {
+            return Some("a faulty device".into());
+        }
+        None
+    }
+}
+
 pub struct Controller {
     pub(crate) shape: Shape,
     pub(crate) geo: Geometry,
@@ -444,6 +465,13 @@ impl Controller {
         }
         {
             let mut st = self.write_state();
+            // Checked under the lock that adds it: no device can join between the two.
+            if let Some(role) = st.role_of(dev.identity()) {
+                return Err(IoFail::Invalid(format!(
+                    "{}: this device is already {role} of this array",
+                    dev.path()
+                )));
+            }
             st.spares.push(dev);
             self.persist(&mut st);
         }
@@ -454,15 +482,17 @@ impl Controller {
     }
 
     /// Remove a spare or a failed device from the array's records (`ctl remove`): `target` is
-    /// its path, or the number of the slot a failed device was taken out of. Returns the
-    /// removed device's path.
+    /// its path (compared by device identity), or the number of the slot a failed device was
+    /// taken out of. Returns the removed device's path.
     pub fn remove(&self, target: &str) -> Result<String, IoFail> {
         let mut st = self.write_state();
         let by_slot = target.parse::<u32>().ok();
-        let path = if let Some(i) = st.spares.iter().position(|d| d.path() == target) {
+        let by_id = crate::member::DevId::of_path(std::path::Path::new(target)).ok();
+        let named = |d: &Arc<dyn Member>| d.path() == target || Some(d.identity()) == by_id;
+        let path = if let Some(i) = st.spares.iter().position(named) {
             st.spares.remove(i).path().to_string()
         } else if let Some(i) = (0..st.faulty.len())
-            .find(|&i| st.faulty[i].path() == target || Some(st.faulty_slots[i]) == by_slot)
+            .find(|&i| named(&st.faulty[i]) || Some(st.faulty_slots[i]) == by_slot)
         {
             st.faulty_slots.remove(i);
             st.faulty.remove(i).path().to_string()

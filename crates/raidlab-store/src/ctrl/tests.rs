@@ -351,3 +351,53 @@ fn pro_rebuilds_the_rows_users_read_first() {
     rebuild_to_end(&c);
     assert_eq!(read_all(&c), model);
 }
+
+/// Issue 28, bug 6: `add-spare` of a device the array is already using (a live member, a
+/// spare, a faulty device) is refused, whatever path names it. Before device identity the
+/// controller checked only the size, and a later rebuild wrote over the live member
+/// (512 of 512 rows wrong in the issue's reproduction).
+#[test]
+fn add_spare_refuses_a_device_the_array_already_uses() {
+    let sh = shape(Level::Raid5, 4, 8);
+    let m = mem_members(&sh, "d", 4);
+    let (c, _) = controller(&sh, &m, Options::default());
+    let live: Arc<dyn Member> = m[1].clone();
+    let e = c.add_spare(live.clone()).unwrap_err();
+    assert!(
+        e.to_string().contains("already the member in slot 1"),
+        "{e}"
+    );
+    let spare: Arc<dyn Member> = Arc::new(MemMember::new(
+        "s0",
+        sh.data_offset_bytes + sh.member_data_bytes,
+    ));
+    c.add_spare(spare.clone()).unwrap();
+    let e = c.add_spare(spare).unwrap_err();
+    assert!(e.to_string().contains("already a spare"), "{e}");
+    c.fail_member(3, "test").unwrap();
+    // The spare took slot 3; the failed device is faulty, and stays refused.
+    let e = c.add_spare(m[3].clone()).unwrap_err();
+    assert!(e.to_string().contains("a faulty device"), "{e}");
+}
+
+/// The same file opened through two spellings of its path is one device.
+#[test]
+fn a_file_opened_by_two_paths_is_one_device() {
+    use crate::member::{DevId, FileMember};
+    let dir = std::env::temp_dir().join(format!("raidlab-devid-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let f = dir.join("disk1");
+    std::fs::File::create(&f).unwrap().set_len(4096).unwrap();
+    let a = FileMember::open(f.to_str().unwrap()).unwrap();
+    let other = dir.join("sub/../disk1");
+    let b = FileMember::open(other.to_str().unwrap()).unwrap();
+    assert_ne!(a.path(), b.path());
+    assert_eq!(a.identity(), b.identity());
+    assert_eq!(DevId::of_path(&other).unwrap(), a.identity());
+    std::fs::File::create(dir.join("disk2"))
+        .unwrap()
+        .set_len(4096)
+        .unwrap();
+    assert_ne!(DevId::of_path(&dir.join("disk2")).unwrap(), a.identity());
+    let _ = std::fs::remove_dir_all(&dir);
+}
