@@ -14,6 +14,10 @@
 //! - `serve`, `control`: `raidlab serve` and its control socket (`raidlab ctl`);
 //! - `wb`: the write-back cache (the core's `WriteCache` on real pages), its backups
 //!   (`mirror`, RAPID-Cache's `log`) and crash recovery;
+//! - `model`: the reference model of what the store promises (pages, FLUSH/FUA, crashes,
+//!   concurrent calls), the oracle of every correctness test;
+//! - `sync`: the one seam for threads and locks (std's, or shuttle's under the test
+//!   scheduler);
 //! - `crash`: a test tool that records member writes and barriers and materialises the
 //!   states a power loss could leave (crash-consistency tests);
 //!
@@ -26,8 +30,10 @@ pub mod crash;
 pub mod ctrl;
 pub mod format;
 pub mod member;
+pub mod model;
 pub mod nbd;
 pub mod parity;
 pub mod replay;
 pub mod serve;
+pub mod sync;
 pub mod wb;

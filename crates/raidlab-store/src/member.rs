@@ -299,9 +299,11 @@ impl FaultMember {
     /// The checks every operation makes before it reaches the inner member; `span` is the
     /// byte range of a read or write.
     fn admit(&self, span: Option<(u64, usize)>) -> io::Result<()> {
+        // Member I/O is where other threads can observe this one: a scheduling point.
+        crate::sync::switch();
         let nanos = self.delay_nanos.load(Ordering::SeqCst);
         if nanos > 0 {
-            std::thread::sleep(Duration::from_nanos(nanos));
+            crate::sync::thread::sleep(Duration::from_nanos(nanos));
         }
         let nth = self.ops.fetch_add(1, Ordering::SeqCst) + 1;
         if self.fail_all.load(Ordering::SeqCst) || nth > self.fail_above.load(Ordering::SeqCst) {

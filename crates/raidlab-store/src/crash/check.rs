@@ -1,7 +1,7 @@
 //! The checker: a flat model of the logical device (the oracle) and recovery of a
 //! materialised crash state, as `serve` does it, followed by a read-back of every block.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -9,129 +9,7 @@ use crate::ctrl::column::BLOCK;
 use crate::ctrl::{Controller, Options};
 use crate::format;
 
-/// The bytes write `id` puts in logical block `lba`: a header (id, lba) and a pattern from
-/// both, so a block mixing two writes, or holding another block's data, is recognised.
-/// Id 0 is the initial contents: zeros.
-pub fn block_bytes(id: u64, lba: u64) -> Vec<u8> {
-    let mut b = vec![0u8; BLOCK];
-    if id == 0 {
-        return b;
-    }
-    b[..8].copy_from_slice(&id.to_le_bytes());
-    b[8..16].copy_from_slice(&lba.to_le_bytes());
-    let mut x = id.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ lba.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    for w in b[16..].chunks_mut(8) {
-        // xorshift64: cheap and never stuck at zero once seeded non-zero.
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x |= 1;
-        w.copy_from_slice(&x.to_le_bytes()[..w.len()]);
-    }
-    b
-}
-
-#[derive(Debug, Clone)]
-pub enum OpKind {
-    Write { first: u64, count: u64, fua: bool },
-    Flush,
-}
-
-/// A client call: its data id is `index + 1`; `start` is the journal position when it was
-/// issued, `ack` the index of its `Ack` event.
-#[derive(Debug, Clone)]
-pub struct ModelOp {
-    pub kind: OpKind,
-    pub start: usize,
-    pub ack: usize,
-}
-
-/// The oracle: the client calls of a run, in order (the test issues them one at a time).
-#[derive(Debug, Default)]
-pub struct Model {
-    pub ops: Vec<ModelOp>,
-    /// The bytes of every block written, by (id, lba): comparing with them is much cheaper
-    /// than regenerating the pattern for every block of every state (debug builds).
-    expected: HashMap<(u64, u64), Vec<u8>>,
-}
-
-impl Model {
-    /// The data of the next write, `count` blocks from `first`, remembered for the checks.
-    pub fn data_for(&mut self, first: u64, count: u64) -> Vec<u8> {
-        let id = self.next_id();
-        let mut data = Vec::with_capacity(count as usize * BLOCK);
-        for lba in first..first + count {
-            let b = block_bytes(id, lba);
-            data.extend_from_slice(&b);
-            self.expected.insert((id, lba), b);
-        }
-        data
-    }
-
-    /// Which write a block read back holds: `Some(id)` (0 for zeros) or None for bytes no
-    /// single write produced (torn, mixed, another block's, or garbage).
-    pub fn identify(&self, lba: u64, got: &[u8]) -> Option<u64> {
-        if got.iter().all(|&b| b == 0) {
-            return Some(0);
-        }
-        let id = u64::from_le_bytes(got[..8].try_into().ok()?);
-        let want = self.expected.get(&(id, lba))?;
-        (got == want.as_slice()).then_some(id)
-    }
-
-    /// The id the next write's data carries.
-    pub fn next_id(&self) -> u64 {
-        self.ops.len() as u64 + 1
-    }
-
-    /// The first cut at which op `i` (a write) is durable: its own FUA ack, or the ack of
-    /// the first flush issued after it returned. `usize::MAX` when never.
-    fn durable_from(&self, i: usize) -> usize {
-        let w = &self.ops[i];
-        if let OpKind::Write { fua: true, .. } = w.kind {
-            return w.ack + 1;
-        }
-        self.ops[i + 1..]
-            .iter()
-            .find(|f| matches!(f.kind, OpKind::Flush) && f.start > w.ack)
-            .map_or(usize::MAX, |f| f.ack + 1)
-    }
-
-    /// Per logical block, the ids it may hold after a crash at `cut`: the newest durable
-    /// write's (0 when none) and those of every write issued after it before the cut.
-    pub fn allowed(&self, blocks: u64, cut: usize) -> Vec<Vec<u64>> {
-        let mut allowed: Vec<Vec<u64>> = vec![vec![0]; blocks as usize];
-        for (i, op) in self.ops.iter().enumerate() {
-            let OpKind::Write { first, count, .. } = op.kind else {
-                continue;
-            };
-            if op.start >= cut {
-                break;
-            }
-            let id = i as u64 + 1;
-            let durable = self.durable_from(i) <= cut;
-            for b in first..first + count {
-                let set = &mut allowed[b as usize];
-                if durable {
-                    set.clear();
-                }
-                set.push(id);
-            }
-        }
-        allowed
-    }
-
-    /// Blocks some write of the run touches (before `cut`).
-    pub fn touched(&self, blocks: u64, cut: usize) -> Vec<bool> {
-        let mut t = vec![false; blocks as usize];
-        for op in self.ops.iter().filter(|o| o.start < cut) {
-            if let OpKind::Write { first, count, .. } = op.kind {
-                t[first as usize..(first + count) as usize].fill(true);
-            }
-        }
-        t
-    }
-}
+pub use crate::model::{Model, ModelOp, OpKind};
 
 /// A block that read back as none of its allowed values.
 #[derive(Debug, Clone)]

@@ -11,9 +11,9 @@
 //! meanwhile bumps the frame's generation, so the late fill is dropped rather than cached
 //! stale. A reader that hits a frame still being filled reads the array itself.
 
+use crate::sync::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use raidlab::cache::read::{self, Access, PolicySpec, ReadPolicy};
 
@@ -97,7 +97,7 @@ impl ReadCache {
         self.lock().policy.len() as u64
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -8,9 +8,8 @@
 //! failed afterwards. Only when the level cannot survive the failure does the client see
 //! an error.
 
+use crate::sync::{Arc, Ordering};
 use std::cell::RefCell;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use raidlab::array::{Level, Plan, Role};
 use raidlab::workload::Op;
@@ -35,7 +34,7 @@ struct RowScratch {
     cols: Vec<bool>,
 }
 
-thread_local! {
+crate::sync::thread_local! {
     static SCRATCH: RefCell<(Plan, Workspace, RowScratch)> = RefCell::new(Default::default());
 }
 

@@ -5,7 +5,7 @@
 //! bucket order, so two requests can never wait on each other in a cycle. Two rows that share
 //! a bucket are serialised needlessly, which costs a little parallelism and nothing else.
 
-use std::sync::{Mutex, MutexGuard};
+use crate::sync::{Mutex, MutexGuard};
 
 /// Buckets in the table: enough that independent 4 KiB writes rarely collide.
 const BUCKETS: usize = 4096;

@@ -21,8 +21,11 @@ pub mod rebuild;
 pub mod status;
 pub mod sync;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::AtomicU64;
+
+use crate::sync::{
+    thread, Arc, AtomicBool, Mutex, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 
 use raidlab::array::{Array, ArraySpec, ArrayState, Geometry, Layout, Level};
 use raidlab::cache::read::PolicySpec;
@@ -532,9 +535,9 @@ impl Controller {
 
     /// Start the background thread: rebuild steps, resync of dirty regions, lazy clearing
     /// of the write-intent bitmap. It ends after `stop`.
-    pub fn spawn_background(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+    pub fn spawn_background(self: &Arc<Self>) -> thread::JoinHandle<()> {
         let me = Arc::clone(self);
-        std::thread::Builder::new()
+        thread::Builder::new()
             .name("raidlab-bg".into())
             .spawn(move || me.background_loop())
             .expect("spawning a thread")
@@ -542,14 +545,14 @@ impl Controller {
 
     fn background_loop(&self) {
         // Extra rebuild threads; the scope joins them once `stop` is seen.
-        std::thread::scope(|scope| {
+        thread::scope(|scope| {
             for _ in 1..rebuild::REBUILD_THREADS {
                 scope.spawn(|| {
                     while !self.stopping() {
                         match self.rebuild_step(16) {
                             Some(wait) if wait.is_zero() => {}
-                            Some(wait) => std::thread::sleep(wait),
-                            None => std::thread::sleep(std::time::Duration::from_millis(20)),
+                            Some(wait) => thread::sleep(wait),
+                            None => thread::sleep(std::time::Duration::from_millis(20)),
                         }
                     }
                 });
@@ -559,12 +562,12 @@ impl Controller {
     }
 
     fn main_loop(&self) {
-        let mut last_clear = std::time::Instant::now();
+        let mut last_clear = crate::sync::Instant::now();
         while !self.stopping() {
             let mut busy = false;
             match self.rebuild_step(16) {
                 Some(wait) if wait.is_zero() => busy = true,
-                Some(wait) => std::thread::sleep(wait),
+                Some(wait) => thread::sleep(wait),
                 None => {
                     if self.opts.auto_rebuild && self.maybe_start_rebuild() {
                         busy = true;
@@ -576,10 +579,10 @@ impl Controller {
             }
             if last_clear.elapsed() >= std::time::Duration::from_millis(500) {
                 self.intent_clear_idle(false);
-                last_clear = std::time::Instant::now();
+                last_clear = crate::sync::Instant::now();
             }
             if !busy {
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                thread::sleep(std::time::Duration::from_millis(20));
             }
         }
     }

@@ -8,9 +8,9 @@
 //! Progress is checkpointed in the superblocks (the lowest unit not yet rebuilt) so a restart
 //! resumes; units above the checkpoint are simply rebuilt again.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::sync::Instant;
+use crate::sync::{Arc, Ordering};
+use std::time::Duration;
 
 use raidlab::array::{Level, Role};
 use raidlab::rebuild::{reads_for, Gate, Order, Throttle};
@@ -352,7 +352,7 @@ impl Controller {
     }
 }
 
-thread_local! {
+crate::sync::thread_local! {
     /// One row's units for a rebuild thread (reused: no allocation per unit).
     static UNIT_BUFS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }

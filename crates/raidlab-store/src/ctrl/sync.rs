@@ -7,7 +7,8 @@
 //! rows only, in the background, while serving: each row is locked, its data read and its
 //! parity (or the other mirror copies) rewritten from the data.
 
-use std::time::{Duration, Instant};
+use crate::sync::Instant;
+use std::time::Duration;
 
 use raidlab::array::Level;
 
@@ -49,7 +50,7 @@ pub struct CheckReport {
 }
 
 impl Controller {
-    fn resync_lock(&self) -> std::sync::MutexGuard<'_, Resync> {
+    fn resync_lock(&self) -> crate::sync::MutexGuard<'_, Resync> {
         self.resync.lock().unwrap_or_else(|e| e.into_inner())
     }
 

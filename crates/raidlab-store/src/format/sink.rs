@@ -1,8 +1,8 @@
 //! `SuperblockSink`: the controller's metadata writer (superblocks and write-intent bitmap).
 
+use crate::sync::{Arc, Mutex};
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::sync::{Arc, Mutex};
 
 use super::assemble::Assembled;
 use super::bitmap::encode_bitmap;
@@ -82,7 +82,7 @@ impl SuperblockSink {
         s
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -3,8 +3,8 @@
 //! and runs the commit (write what is staged, fdatasync); the others wait for it, so under
 //! load one fdatasync covers every write staged before it started.
 
+use crate::sync::{Condvar, Mutex, MutexGuard};
 use std::io;
-use std::sync::{Condvar, Mutex, MutexGuard};
 
 #[derive(Debug, Default)]
 struct State {

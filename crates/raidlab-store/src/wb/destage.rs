@@ -3,9 +3,9 @@
 //! then frees the frames and releases the backup records. It also carries a lost backup
 //! through its states (drain, void, write through, probe).
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::sync::Instant;
+use crate::sync::{thread, Arc, Ordering};
+use std::time::Duration;
 
 use raidlab::cache::write::Destage;
 
@@ -26,9 +26,9 @@ struct InFlight {
 
 impl WriteBack {
     /// Start the destager thread; it ends after `stop`.
-    pub fn spawn_destager(self: &Arc<Self>) -> std::thread::JoinHandle<()> {
+    pub fn spawn_destager(self: &Arc<Self>) -> thread::JoinHandle<()> {
         let me = Arc::clone(self);
-        std::thread::Builder::new()
+        thread::Builder::new()
             .name("raidlab-destage".into())
             .spawn(move || me.destage_loop())
             .expect("spawning a thread")

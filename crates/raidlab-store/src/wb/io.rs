@@ -1,16 +1,15 @@
 //! The request paths of the write-back cache: read (cache first), write (absorb, stage in
 //! the backup, group commit, then answer), write-through, zeroes, FLUSH and the drain.
 
+use crate::sync::{MutexGuard, Ordering};
 use std::cell::RefCell;
-use std::sync::atomic::Ordering;
-use std::sync::MutexGuard;
 
 use super::backup::Handle;
 use super::format::{RecKind, RecMeta};
 use super::{BackupKind, Inner, Live, Mode, PageBufs, Ver, WriteBack, BLOCK, ROOM_WAITS_MAX};
 use crate::ctrl::IoFail;
 
-thread_local! {
+crate::sync::thread_local! {
     /// Per worker thread, reused by every request (no allocation per request): the runs of
     /// a read the cache does not hold, and the records a write supersedes.
     static RUNS: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
@@ -23,7 +22,7 @@ type Superseded = (Handle, u64, u64);
 
 /// Run `f` with the thread's scratch list `key`, emptied first and kept for the next call.
 fn with_scratch<T: 'static, R>(
-    key: &'static std::thread::LocalKey<RefCell<Vec<T>>>,
+    key: &'static crate::sync::thread::LocalKey<RefCell<Vec<T>>>,
     f: impl FnOnce(&mut Vec<T>) -> R,
 ) -> R {
     let mut v = key.with(|c| std::mem::take(&mut *c.borrow_mut()));

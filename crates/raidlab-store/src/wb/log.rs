@@ -22,8 +22,8 @@
 //!   durable before their originals can go);
 //! - a released image is voided in place, durably, before `release_images` returns (see it).
 
+use crate::sync::{Mutex, MutexGuard};
 use std::io;
-use std::sync::{Mutex, MutexGuard};
 
 use super::backup::{self, Backup, BackupStats, Handle, LiveData, Scan};
 use super::commit::GroupCommit;

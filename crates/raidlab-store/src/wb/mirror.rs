@@ -16,8 +16,8 @@
 //! covered by it). The cache releases a superseded record under its lock and has it synced
 //! at once when its successor has already left for a destage (`wb/io.rs`).
 
+use crate::sync::{Arc, Mutex, MutexGuard};
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::backup::{
     bad, read_supers, write_super, Backup, BackupStats, Found, Handle, LiveData, Scan,

@@ -37,8 +37,9 @@ pub mod setup;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::AtomicU64;
+
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering};
 use std::time::Duration;
 
 use raidlab::array::Level;

@@ -471,7 +471,7 @@ pub fn start(
 }
 
 /// A clean stop: destage everything, stop the destager, and retire the backup's records.
-pub fn stop(wb: &WriteBack, destager: std::thread::JoinHandle<()>) -> bool {
+pub fn stop(wb: &WriteBack, destager: crate::sync::thread::JoinHandle<()>) -> bool {
     let drained = wb.drain_all().is_ok();
     wb.stop();
     let _ = destager.join();
