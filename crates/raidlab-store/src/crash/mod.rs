@@ -21,8 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::member::Member;
 
-#[cfg(test)]
-mod check;
+pub mod check;
 #[cfg(test)]
 mod tests;
 

@@ -27,6 +27,11 @@ impl Controller {
         }
     }
 
+    /// Whether the array has failed (lost more than its level survives).
+    pub fn is_dead(&self) -> bool {
+        self.read_state().dead.is_some()
+    }
+
     /// Everything `ctl status --json` prints.
     pub fn status(&self) -> Value {
         let state = self.state_word();
