@@ -140,6 +140,14 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 log_size=args.log_size,
                 segment=args.segment,
                 backup_discard=args.backup_discard,
+                min_block=args.min_block,
+                handshake_timeout=args.handshake_timeout,
+                idle_timeout=args.idle_timeout,
+                max_connections=args.max_connections,
+                payload_mib=args.payload_mib,
+                conn_payload_mib=args.conn_payload_mib,
+                zero_piece_mib=args.zero_piece_mib,
+                insecure=args.insecure,
             )
         )
     finally:
@@ -324,6 +332,15 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     w.add_argument("--log-size", default=None, help="log size, e.g. 256MiB (default 4x the cache, at least 16 MiB)")
     w.add_argument("--segment", default="128KiB", help="log segment size (default 128KiB)")
     w.add_argument("--backup-discard", action="store_true", help="start even if the last run's backup cannot be read (its dirty pages are lost)")
+    n = s.add_argument_group("NBD limits against slow and hostile clients (docs/store.md)")
+    n.add_argument("--min-block", type=positive_int, default=1, help="advertised minimum block in bytes, a power of two; below 4096 smaller requests are read-modify-written (default 1; 4096 refuses them)")
+    n.add_argument("--handshake-timeout", type=float, default=10.0, metavar="SECS", help="close a connection that has not finished its handshake (default 10)")
+    n.add_argument("--idle-timeout", type=float, default=30.0, metavar="SECS", help="close a connection whose request header or write payload stops arriving (default 30)")
+    n.add_argument("--max-connections", type=positive_int, default=128, help="connections at once; when full, the oldest one still in its handshake makes room (default 128)")
+    n.add_argument("--payload-mib", type=positive_int, default=128, help="payload memory over all connections, MiB (default 128)")
+    n.add_argument("--conn-payload-mib", type=positive_int, default=32, help="payload memory per connection, MiB (default 32)")
+    n.add_argument("--zero-piece-mib", type=positive_int, default=4, help="TRIM and WRITE_ZEROES run in pieces of this many MiB, a power of two (default 4)")
+    n.add_argument("--insecure", action="store_true", help="allow a --listen address other than loopback (NBD here has no TLS)")
     s.add_argument("--json", action="store_true", help="print a JSON summary at exit")
     s.set_defaults(func=cmd_serve)
 

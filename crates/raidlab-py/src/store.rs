@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -68,6 +68,14 @@ pub fn serve(
     log_size: Option<&str>,
     segment: &str,
     backup_discard: bool,
+    min_block: u32,
+    handshake_timeout: f64,
+    idle_timeout: f64,
+    max_connections: usize,
+    payload_mib: u64,
+    conn_payload_mib: u64,
+    zero_piece_mib: u64,
+    insecure: bool,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -80,6 +88,17 @@ pub fn serve(
     .map_err(|e| to_py(py, e))?;
     opts.workers = workers;
     opts.backup_discard = backup_discard;
+    opts.insecure = insecure;
+    opts.limits = store_serve::nbd_limits(
+        min_block,
+        handshake_timeout,
+        idle_timeout,
+        max_connections,
+        payload_mib,
+        conn_payload_mib,
+        zero_piece_mib,
+    )
+    .map_err(|e| to_py(py, e))?;
     if let Some(mib) = write_cache_mib {
         opts.wb = Some(
             raidlab_store::wb::setup::WbOptions::parse(
@@ -114,6 +133,9 @@ pub fn serve(
         "state": s.state,
         "clean": s.clean,
         "connections": s.nbd.connections,
+        "refused": s.nbd.refused,
+        "evicted": s.nbd.evicted,
+        "timed_out": s.nbd.timed_out,
         "requests": s.nbd.requests,
         "errors": s.nbd.errors,
         "bytes_read": s.nbd.bytes_read,

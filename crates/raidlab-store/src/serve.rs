@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use raidlab::cache::read::PolicySpec;
 use raidlab::rebuild::{OrderSpec, RateSpec};
@@ -12,7 +13,7 @@ use raidlab::{Error, Result};
 use crate::control;
 use crate::ctrl::{Controller, IoFail, Options};
 use crate::format::{self, SuperblockSink};
-use crate::nbd::{self, Backend, BlockSize, Errno, Listen, ServeStats, Server};
+use crate::nbd::{self, Backend, BlockSize, Errno, Limits, Listen, ServeStats, Server};
 use crate::wb::setup::WbOptions;
 use crate::wb::WriteBack;
 
@@ -31,6 +32,106 @@ pub struct ServeOptions {
     pub wb: Option<WbOptions>,
     /// Start even when the last run's write-cache backup cannot be read (its pages lost).
     pub backup_discard: bool,
+    /// The NBD server's bounds against slow and hostile clients, and the minimum block.
+    pub limits: Limits,
+    /// Serve on an address other than loopback without TLS (NBD has no other protection).
+    pub insecure: bool,
+}
+
+/// The NBD limits `raidlab serve` uses unless told otherwise: those of the server, with
+/// sub-block requests accepted (1-byte minimum, read-modify-write below 4 KiB).
+pub fn default_limits() -> Limits {
+    Limits {
+        min_block: Some(1),
+        ..Limits::default()
+    }
+}
+
+/// Build the NBD limits from `serve`'s options; each bad value is a config error naming
+/// its option.
+pub fn nbd_limits(
+    min_block: u32,
+    handshake_timeout_s: f64,
+    idle_timeout_s: f64,
+    max_connections: usize,
+    payload_mib: u64,
+    conn_payload_mib: u64,
+    zero_piece_mib: u64,
+) -> Result<Limits> {
+    let secs = |v: f64, name: &str| {
+        if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(Error::config(
+                name,
+                format!("expected seconds in (0, 86400], got {v}"),
+            ))
+        }
+    };
+    let mib = |v: u64, name: &str, lo: u64, hi: u64| {
+        if (lo..=hi).contains(&v) {
+            Ok(v << 20)
+        } else {
+            Err(Error::config(
+                name,
+                format!("expected {lo} to {hi} MiB, got {v}"),
+            ))
+        }
+    };
+    if !min_block.is_power_of_two() || min_block > 1 << 16 {
+        return Err(Error::config(
+            "--min-block",
+            format!("expected a power of two from 1 to 65536 bytes, got {min_block}"),
+        ));
+    }
+    if !(1..=4096).contains(&max_connections) {
+        return Err(Error::config(
+            "--max-connections",
+            format!("expected 1 to 4096, got {max_connections}"),
+        ));
+    }
+    let payload = mib(payload_mib, "--payload-mib", 4, 1 << 16)?;
+    let conn_payload = mib(conn_payload_mib, "--conn-payload-mib", 1, 1 << 16)?;
+    if conn_payload > payload {
+        return Err(Error::config(
+            "--conn-payload-mib",
+            format!("{conn_payload_mib} MiB is more than --payload-mib {payload_mib} MiB"),
+        ));
+    }
+    let zero_piece = mib(zero_piece_mib, "--zero-piece-mib", 1, 1 << 12)?;
+    if !zero_piece_mib.is_power_of_two() {
+        return Err(Error::config(
+            "--zero-piece-mib",
+            format!("expected a power of two, got {zero_piece_mib}"),
+        ));
+    }
+    let limits = Limits {
+        handshake_timeout: secs(handshake_timeout_s, "--handshake-timeout")?,
+        idle_timeout: secs(idle_timeout_s, "--idle-timeout")?,
+        max_connections,
+        payload_budget: payload as usize,
+        conn_payload_budget: conn_payload as usize,
+        zero_piece,
+        min_block: Some(min_block),
+    };
+    // Everything was checked above; this keeps the two checks from drifting apart.
+    limits
+        .validate()
+        .map_err(|m| Error::config("--payload-mib", m))?;
+    Ok(limits)
+}
+
+/// A TCP listen address that is not loopback needs `--insecure` (there is no TLS yet).
+pub fn check_listen_secure(listen: &Listen, insecure: bool) -> Result<()> {
+    match listen {
+        Listen::Tcp(addr) if !addr.ip().is_loopback() && !insecure => Err(Error::config(
+            "--listen",
+            format!(
+                "{addr} is not a loopback address: NBD traffic is neither encrypted nor authenticated (no TLS yet); pass --insecure to serve it anyway"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl Default for ServeOptions {
@@ -43,6 +144,8 @@ impl Default for ServeOptions {
             workers: None,
             wb: None,
             backup_discard: false,
+            limits: default_limits(),
+            insecure: false,
         }
     }
 }
@@ -135,6 +238,8 @@ impl ServeOptions {
             workers: None,
             wb: None,
             backup_discard: false,
+            limits: default_limits(),
+            insecure: false,
         })
     }
 }
@@ -246,6 +351,7 @@ pub fn serve(
     ready: &mut dyn FnMut(&str),
 ) -> Result<ServeSummary> {
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
+    check_listen_secure(&listen, opts.insecure)?;
     let a = format::assemble(dir)?;
     for w in &a.warnings {
         eprintln!("raidlab serve: warning: {w}");
@@ -308,6 +414,7 @@ pub fn serve(
     if let Some(w) = opts.workers {
         server = server.with_workers(w);
     }
+    server = server.with_limits(opts.limits.clone());
     let addr = server.local_addr();
     let bg = ctl.spawn_background();
     let destager = wb.as_ref().map(|w| w.spawn_destager());
@@ -388,6 +495,57 @@ impl Drop for SignalGuard {
     fn drop(&mut self) {
         for id in self.ids.drain(..) {
             signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nbd_options_are_checked_and_name_themselves() {
+        let l = nbd_limits(512, 10.0, 30.0, 128, 128, 32, 4).unwrap();
+        assert_eq!(l.min_block, Some(512));
+        assert_eq!(l.conn_payload_budget, 32 << 20);
+        assert_eq!(l.max_payload(), 32 << 20);
+        for (e, name) in [
+            (nbd_limits(3, 10.0, 30.0, 128, 128, 32, 4), "--min-block"),
+            (
+                nbd_limits(1, 0.0, 30.0, 128, 128, 32, 4),
+                "--handshake-timeout",
+            ),
+            (
+                nbd_limits(1, 10.0, f64::NAN, 128, 128, 32, 4),
+                "--idle-timeout",
+            ),
+            (
+                nbd_limits(1, 10.0, 30.0, 0, 128, 32, 4),
+                "--max-connections",
+            ),
+            (nbd_limits(1, 10.0, 30.0, 128, 2, 1, 4), "--payload-mib"),
+            (
+                nbd_limits(1, 10.0, 30.0, 128, 16, 32, 4),
+                "--conn-payload-mib",
+            ),
+            (
+                nbd_limits(1, 10.0, 30.0, 128, 128, 32, 3),
+                "--zero-piece-mib",
+            ),
+        ] {
+            let msg = e.unwrap_err().to_string();
+            assert!(msg.contains(name), "{name}: {msg}");
+        }
+    }
+
+    #[test]
+    fn non_loopback_needs_insecure() {
+        let any = Listen::parse("0.0.0.0:10809").unwrap();
+        let msg = check_listen_secure(&any, false).unwrap_err().to_string();
+        assert!(msg.contains("--insecure"), "{msg}");
+        check_listen_secure(&any, true).unwrap();
+        for ok in ["127.0.0.1:0", "[::1]:0", "unix:/tmp/x.sock"] {
+            check_listen_secure(&Listen::parse(ok).unwrap(), false).unwrap();
         }
     }
 }

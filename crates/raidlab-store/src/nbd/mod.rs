@@ -5,13 +5,16 @@
 //!   a bounded pool of worker threads, which run them on the backend and write each reply
 //!   whole under the connection's write lock, so many requests can be in flight on one
 //!   connection (fio's nbd engine, qemu) and replies never interleave;
-//! - `client`: [`Client`] — blocking calls and a pipelined submit / `wait_any` API.
+//! - `client`: [`Client`] — blocking calls and a pipelined submit / `wait_any` API;
+//! - `rmw`: [`SubBlock`] — sub-block requests over a 4 KiB backend by read-modify-write;
+//! - [`Limits`]: the bounds against slow, stuck and hostile clients.
 //!
 //! Simple replies only (no structured replies, no TLS, no block status).
 
 pub mod client;
 mod pool;
 pub mod proto;
+pub mod rmw;
 pub mod server;
 #[cfg(test)]
 mod tests;
@@ -19,8 +22,10 @@ mod tests;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use client::{Client, ClientError, Completion};
+pub use rmw::SubBlock;
 pub use server::Server;
 
 /// An NBD error value, sent in the simple reply. The values are the spec's (Linux errno).
@@ -124,6 +129,108 @@ impl Listen {
     }
 }
 
+/// What a server tolerates from its clients: timeouts, connection and memory bounds, and
+/// the block sizes it accepts. `raidlab serve` exposes each as an option (docs/store.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// A connection that has not entered transmission this long after it was accepted is
+    /// closed (a client that connects and says nothing, or haggles forever).
+    pub handshake_timeout: Duration,
+    /// A request whose header or write payload stops arriving for this long (no byte at
+    /// all) closes its connection. Silence between requests is not limited: an idle client
+    /// holds only its connection slot.
+    pub idle_timeout: Duration,
+    /// Connections at once. When full, a new connection evicts the oldest one still in its
+    /// handshake; if every connection is past its handshake, the new one is refused.
+    pub max_connections: usize,
+    /// Payload bytes held over all connections: requests queued or running and write
+    /// payloads being received. Write payloads being received may hold at most half of it
+    /// (so stalled senders cannot starve reads), and are reserved as they arrive, in
+    /// `PAYLOAD_PIECE` steps, never in full at the header.
+    pub payload_budget: usize,
+    /// Payload bytes one connection may hold (queued, running and being received).
+    pub conn_payload_budget: usize,
+    /// TRIM and WRITE_ZEROES run in pieces of at most this many bytes, each queued behind
+    /// the requests that arrived meanwhile, and one such long request per connection at a
+    /// time: a 28-byte request cannot occupy a worker for a whole export's parity work.
+    pub zero_piece: u64,
+    /// The minimum block size advertised. Below the backend's own minimum, the backend is
+    /// wrapped in [`SubBlock`] (read-modify-write); `None` keeps the backend's minimum and
+    /// refuses unaligned requests with EINVAL.
+    pub min_block: Option<u32>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            max_connections: 128,
+            payload_budget: 128 << 20,
+            conn_payload_budget: 32 << 20,
+            zero_piece: 4 << 20,
+            min_block: None,
+        }
+    }
+}
+
+impl Limits {
+    /// Check the values; the message names the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.handshake_timeout.is_zero() {
+            return Err("handshake timeout must be positive".into());
+        }
+        if self.idle_timeout.is_zero() {
+            return Err("idle timeout must be positive".into());
+        }
+        if !(1..=4096).contains(&self.max_connections) {
+            return Err(format!(
+                "max connections must be 1 to 4096, got {}",
+                self.max_connections
+            ));
+        }
+        if self.conn_payload_budget < 1 << 20 {
+            return Err(format!(
+                "per-connection payload budget must be at least 1 MiB, got {} bytes",
+                self.conn_payload_budget
+            ));
+        }
+        if self.payload_budget < 4 << 20 {
+            return Err(format!(
+                "payload budget must be at least 4 MiB, got {} bytes",
+                self.payload_budget
+            ));
+        }
+        if !self.zero_piece.is_power_of_two() || self.zero_piece < 1 << 20 {
+            return Err(format!(
+                "zero piece must be a power of two of at least 1 MiB, got {} bytes",
+                self.zero_piece
+            ));
+        }
+        if let Some(m) = self.min_block {
+            if !m.is_power_of_two() || m > 1 << 16 {
+                return Err(format!(
+                    "minimum block must be a power of two up to 64 KiB, got {m}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest READ or WRITE payload a server with these limits accepts: a request
+    /// must fit in one connection's budget, and four maximal requests in the whole budget
+    /// (half of it for payloads being received, plus one more for the oldest sender, which
+    /// may exceed that half so receivers cannot deadlock, still leaves a maximal read room).
+    pub fn max_payload(&self) -> u32 {
+        let cap = self.conn_payload_budget.min(self.payload_budget / 4);
+        let cap = u32::try_from(cap)
+            .unwrap_or(u32::MAX)
+            .min(proto::MAX_PAYLOAD);
+        // A power of two, so the result is a multiple of any minimum block.
+        1 << (31 - cap.leading_zeros())
+    }
+}
+
 /// Totals of one `Server::run`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServeStats {
@@ -131,6 +238,10 @@ pub struct ServeStats {
     pub connections: u64,
     /// Connections turned away because the connection limit was reached.
     pub refused: u64,
+    /// Connections closed in their handshake to make room for a new one.
+    pub evicted: u64,
+    /// Connections closed for a timeout (handshake, or a request that stopped arriving).
+    pub timed_out: u64,
     /// Requests answered (success or error).
     pub requests: u64,
     /// Requests answered with an error.

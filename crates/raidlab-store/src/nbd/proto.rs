@@ -44,6 +44,7 @@ pub const REP_INFO: u32 = 3;
 pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
 pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+pub const REP_ERR_BLOCK_SIZE_REQD: u32 = (1 << 31) + 8;
 pub const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
 
 // Information types of NBD_REP_INFO.
@@ -150,12 +151,14 @@ pub enum OptOutcome {
 }
 
 /// Handle one option whose payload `data` has been read in full. `no_zeroes` is whether
-/// the client negotiated NBD_FLAG_C_NO_ZEROES.
+/// the client negotiated NBD_FLAG_C_NO_ZEROES; `asked_block` records whether the client
+/// has requested NBD_INFO_BLOCK_SIZE in this handshake (set here, read by NBD_OPT_GO).
 pub fn handle_option(
     option: u32,
     data: &[u8],
     export: &ExportInfo,
     no_zeroes: bool,
+    asked_block: &mut bool,
     out: &mut Vec<u8>,
 ) -> OptOutcome {
     match option {
@@ -205,12 +208,25 @@ pub fn handle_option(
                 option_reply(out, option, REP_ERR_UNKNOWN, &[b"no such export"]);
                 return OptOutcome::Continue;
             }
+            let wants = |t: u16| infos.chunks_exact(2).any(|c| c == t.to_be_bytes());
+            *asked_block |= wants(INFO_BLOCK_SIZE);
+            // The spec's default constraints are a minimum of 1 byte: a client that never
+            // asked for the real ones would send requests this export refuses, so GO says
+            // so now (the client may retry asking) rather than failing every request later.
+            if option == OPT_GO && !*asked_block && export.block.minimum > 1 {
+                option_reply(
+                    out,
+                    option,
+                    REP_ERR_BLOCK_SIZE_REQD,
+                    &[b"this export needs NBD_INFO_BLOCK_SIZE (its minimum block is larger than 1 byte)"],
+                );
+                return OptOutcome::Continue;
+            }
             let mut export_info = [0u8; 12];
             export_info[..2].copy_from_slice(&INFO_EXPORT.to_be_bytes());
             export_info[2..10].copy_from_slice(&export.size.to_be_bytes());
             export_info[10..].copy_from_slice(&export.flags.to_be_bytes());
             option_reply(out, option, REP_INFO, &[&export_info]);
-            let wants = |t: u16| infos.chunks_exact(2).any(|c| c == t.to_be_bytes());
             if wants(INFO_NAME) {
                 option_reply(
                     out,
@@ -319,6 +335,7 @@ pub fn serve_handshake<R: Read, W: Write>(
         return Ok(Handshake::Closed);
     }
     let no_zeroes = flags & FLAG_C_NO_ZEROES != 0;
+    let mut asked_block = false;
     for _ in 0..MAX_OPTIONS {
         let mut head = [0u8; 16];
         if !read_full(r, &mut head)? {
@@ -346,7 +363,7 @@ pub fn serve_handshake<R: Read, W: Write>(
         if len > 0 && !read_full(r, scratch)? {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let outcome = handle_option(option, scratch, export, no_zeroes, out);
+        let outcome = handle_option(option, scratch, export, no_zeroes, &mut asked_block, out);
         w.write_all(out)?;
         w.flush()?;
         match outcome {

@@ -6,11 +6,15 @@
 //! ones. A worker runs a request on the backend and writes its reply — header and data in one
 //! vectored write under the connection's write lock — so replies never interleave.
 //!
-//! Bounds: `MAX_CONNECTIONS` connections; `MAX_IN_FLIGHT` requests per connection; payload
-//! memory held by queued and running requests at most `PAYLOAD_BUDGET` over all connections;
-//! a reply write that makes no progress for `WRITE_TIMEOUT` kills its connection. Payload
-//! buffers are recycled through a free list, so steady traffic allocates nothing. The pool
-//! (reply sides, queued jobs, workers) is `pool.rs`.
+//! Bounds (most of them [`Limits`], options of `raidlab serve`): connections at once, the
+//! oldest still in its handshake evicted for a newcomer when full; a deadline for the
+//! handshake; an idle timeout for a request whose header or payload stops arriving;
+//! `MAX_IN_FLIGHT` requests per connection; payload memory per connection and over all
+//! connections, write payloads reserved piece by piece as they arrive; long TRIM and
+//! WRITE_ZEROES run piece by piece; a reply write that makes no progress for
+//! `WRITE_TIMEOUT` kills its connection. Payload buffers are recycled through a free list,
+//! so steady traffic allocates nothing. The pool (reply sides, queued jobs, workers) is
+//! `pool.rs`.
 
 use std::io::{self, BufReader, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -19,14 +23,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::pool::{worker, Conn, Job, PoolState, Shared};
+use super::pool::{worker, Conn, Job, PoolState, Shared, PAYLOAD_PIECE};
 use super::proto::{
-    decide, discard, parse_request, read_full, serve_handshake, Command, Decision, ExportInfo,
-    Handshake, MAX_PAYLOAD, REQUEST_LEN,
+    decide, discard, parse_request, serve_handshake, Command, Decision, ExportInfo, Handshake,
+    MAX_PAYLOAD, REQUEST_LEN,
 };
-use super::{Backend, Errno, Listen, ServeStats};
+use super::{Backend, Errno, Limits, Listen, ServeStats, SubBlock};
 
 /// The reader runs a request itself while the backend's average time per request is below
 /// this (memory speed); above it, requests go to the workers (see `Shared::inline_ok`).
@@ -34,13 +38,11 @@ pub(super) const INLINE_SERVICE_NS_MAX: u64 = 50_000;
 /// Largest payload the reader runs itself (larger ones use the workers' pooled buffers).
 const INLINE_BYTES_MAX: usize = 1 << 20;
 
-/// Connections served at once; more are closed on accept.
-pub const MAX_CONNECTIONS: usize = 128;
 /// Requests queued or running per connection; the reader stops reading beyond this.
 pub const MAX_IN_FLIGHT: usize = 64;
-/// Payload bytes held by queued and running requests, over all connections (≥ 2 maximal
-/// requests, so one connection can always make progress).
-pub const PAYLOAD_BUDGET: usize = 128 << 20;
+/// Connections evicted (closed in their handshake) but not yet reaped that may exist beyond
+/// the connection limit, so a flood of connections cannot grow the table without bound.
+const EVICTED_MAX: usize = 16;
 /// A reply write blocked this long (a client that stopped reading) ends the connection.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the accept loop checks the stop flag when idle.
@@ -81,6 +83,13 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(d),
             Stream::Unix(s) => s.set_write_timeout(d),
+        }
+    }
+
+    pub(crate) fn set_read_timeout(&self, d: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(d),
+            Stream::Unix(s) => s.set_read_timeout(d),
         }
     }
 
@@ -142,6 +151,7 @@ pub struct Server {
     local: String,
     unix_path: Option<PathBuf>,
     workers: usize,
+    limits: Limits,
 }
 
 impl Server {
@@ -158,6 +168,7 @@ impl Server {
                     local,
                     unix_path: None,
                     workers,
+                    limits: Limits::default(),
                 })
             }
             Listen::Unix(path) => {
@@ -182,6 +193,7 @@ impl Server {
                     local: format!("unix:{}", path.display()),
                     unix_path: Some(path.clone()),
                     workers,
+                    limits: Limits::default(),
                 })
             }
         }
@@ -194,6 +206,12 @@ impl Server {
         self
     }
 
+    /// Set the bounds against slow and hostile clients (checked by `run`).
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
+    }
+
     /// "127.0.0.1:PORT", "[::1]:PORT" or "unix:PATH".
     pub fn local_addr(&self) -> String {
         self.local.clone()
@@ -203,14 +221,40 @@ impl Server {
     /// accepting, let every request already received finish and its reply be sent (drain),
     /// then close the connections and return. `stop` is polled every few milliseconds.
     pub fn run(self, backend: Arc<dyn Backend>, stop: Arc<AtomicBool>) -> io::Result<ServeStats> {
+        let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+        let limits = self.limits.clone();
+        limits.validate().map_err(invalid)?;
+        let mut backend = backend;
+        let own = backend.block_size();
+        match limits.min_block {
+            Some(m) if m < own.minimum => {
+                backend = Arc::new(SubBlock::new(backend, m).map_err(invalid)?);
+            }
+            // A stricter minimum than the backend's needs nothing but the check.
+            Some(m) => {
+                let b = own;
+                backend = Arc::new(Stricter {
+                    inner: backend,
+                    block: super::BlockSize {
+                        minimum: m,
+                        preferred: b.preferred.max(m),
+                        maximum: b.maximum.max(m),
+                    },
+                });
+            }
+            None => {}
+        }
         let mut block = backend.block_size();
         if !block.is_valid() || block.preferred > MAX_PAYLOAD {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("invalid NBD block sizes {block:?}"),
-            ));
+            return Err(invalid(format!("invalid NBD block sizes {block:?}")));
         }
-        block.maximum = block.maximum.min(MAX_PAYLOAD);
+        block.maximum = block.maximum.min(limits.max_payload());
+        if block.maximum < block.preferred {
+            return Err(invalid(format!(
+                "payload budgets allow requests of {} bytes, less than the preferred block {}",
+                block.maximum, block.preferred
+            )));
+        }
         let export = ExportInfo {
             name: backend.name().to_string(),
             description: backend.description(),
@@ -225,6 +269,7 @@ impl Server {
             backend,
             export,
             debug: std::env::var_os("RAIDLAB_NBD_DEBUG").is_some(),
+            limits: limits.clone(),
             service_ns_avg: AtomicU64::new(0),
         });
         match &self.listener {
@@ -269,9 +314,25 @@ impl Server {
                 }
             };
             stats.connections += 1;
-            if conns.len() >= MAX_CONNECTIONS {
-                stats.refused += 1;
-                continue;
+            if conns.len() >= limits.max_connections {
+                // Room for the newcomer: close the oldest connection still in its handshake
+                // (a client that connected and stalled); refuse if every one is serving.
+                let evicted = conns.iter().filter(|c| c.evicted).count();
+                let victim = conns
+                    .iter_mut()
+                    .filter(|c| !c.evicted && c.conn.handshaking.load(Ordering::Relaxed))
+                    .min_by_key(|c| c.conn.id);
+                match victim {
+                    Some(v) if evicted < EVICTED_MAX => {
+                        v.control.shutdown(Shutdown::Both);
+                        v.evicted = true;
+                        stats.evicted += 1;
+                    }
+                    _ => {
+                        stats.refused += 1;
+                        continue;
+                    }
+                }
             }
             next_id += 1;
             match start_connection(&shared, stream, next_id) {
@@ -308,6 +369,51 @@ struct Live {
     conn: Arc<Conn>,
     control: Stream,
     thread: JoinHandle<()>,
+    /// Closed to make room for a newer connection; its thread is ending.
+    evicted: bool,
+}
+
+/// A backend advertised with a larger minimum block than its own (the server then refuses
+/// smaller requests); everything else passes through.
+struct Stricter {
+    inner: Arc<dyn Backend>,
+    block: super::BlockSize,
+}
+
+impl Backend for Stricter {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn description(&self) -> String {
+        self.inner.description()
+    }
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn block_size(&self) -> super::BlockSize {
+        self.block
+    }
+    fn read_only(&self) -> bool {
+        self.inner.read_only()
+    }
+    fn multi_conn(&self) -> bool {
+        self.inner.multi_conn()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), Errno> {
+        self.inner.read(offset, buf)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), Errno> {
+        self.inner.write(offset, data, fua)
+    }
+    fn flush(&self) -> Result<(), Errno> {
+        self.inner.flush()
+    }
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> Result<(), Errno> {
+        self.inner.trim(offset, len, fua)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), Errno> {
+        self.inner.write_zeroes(offset, len, fua)
+    }
 }
 
 fn start_connection(shared: &Arc<Shared>, stream: Stream, id: u64) -> io::Result<Live> {
@@ -318,6 +424,10 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, id: u64) -> io::Result
         writer: Mutex::new(stream.try_clone()?),
         in_flight: AtomicUsize::new(0),
         dead: AtomicBool::new(false),
+        handshaking: AtomicBool::new(true),
+        timed_out: AtomicBool::new(false),
+        held: AtomicUsize::new(0),
+        heavy: AtomicUsize::new(0),
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         bytes_read: AtomicU64::new(0),
@@ -331,6 +441,7 @@ fn start_connection(shared: &Arc<Shared>, stream: Stream, id: u64) -> io::Result
         conn,
         control,
         thread,
+        evicted: false,
     })
 }
 
@@ -350,6 +461,7 @@ fn reap(conns: &mut Vec<Live>, stats: &mut ServeStats, all: bool) {
         stats.errors += c.errors.load(Ordering::Relaxed);
         stats.bytes_read += c.bytes_read.load(Ordering::Relaxed);
         stats.bytes_written += c.bytes_written.load(Ordering::Relaxed);
+        stats.timed_out += u64::from(c.timed_out.load(Ordering::Relaxed));
     }
 }
 
@@ -367,6 +479,11 @@ fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
         eprintln!("nbd: connection {} open", conn.id);
     }
     let outcome = serve_connection(shared, stream, conn);
+    if let Err(e) = &outcome {
+        if timed_out(e) {
+            conn.timed_out.store(true, Ordering::Relaxed);
+        }
+    }
     shared.drain(conn);
     conn.writer
         .lock()
@@ -386,22 +503,86 @@ fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
     }
 }
 
+/// Whether an I/O error is a socket timeout (Linux reports `WouldBlock` for a blocking
+/// socket's receive timeout).
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// The reader during the handshake: every read waits at most until the deadline, so a
+/// client trickling one byte at a time still cannot hold its connection past it.
+struct Deadline<'a> {
+    r: &'a mut BufReader<Stream>,
+    until: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.r.buffer().is_empty() {
+            let left = self.until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "handshake not finished in time",
+                ));
+            }
+            self.r.get_ref().set_read_timeout(Some(left))?;
+        }
+        self.r.read(buf)
+    }
+}
+
+/// Read a request header. Waiting for its first byte has no limit (an idle client is
+/// fine); once it has started, each read must bring a byte within the socket's timeout (the
+/// idle timeout). `Ok(false)` on a clean end of stream between requests.
+fn read_header(reader: &mut BufReader<Stream>, head: &mut [u8; REQUEST_LEN]) -> io::Result<bool> {
+    let mut done = 0;
+    // Each pass either makes progress, ends, or (idle, between requests) waits once more
+    // for the idle timeout; the connection's end (EOF, shutdown at drain) ends the loop.
+    while done < REQUEST_LEN {
+        match reader.read(&mut head[done..]) {
+            Ok(0) if done == 0 => return Ok(false),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if done == 0 && timed_out(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
 fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Result<()> {
+    let limits = &shared.limits;
     let mut reader = BufReader::with_capacity(READ_BUFFER, stream);
     {
+        let until = Instant::now() + limits.handshake_timeout;
         let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
         let (mut scratch, mut out) = (Vec::new(), Vec::new());
-        match serve_handshake(&mut reader, &mut *w, &shared.export, &mut scratch, &mut out)? {
+        let mut r = Deadline {
+            r: &mut reader,
+            until,
+        };
+        match serve_handshake(&mut r, &mut *w, &shared.export, &mut scratch, &mut out)? {
             Handshake::Transmit => {}
             Handshake::Closed => return Ok(()),
         }
     }
+    conn.handshaking.store(false, Ordering::Relaxed);
+    // From now on a read that brings nothing for the idle timeout fails; `read_header`
+    // tolerates that between requests.
+    reader
+        .get_ref()
+        .set_read_timeout(Some(limits.idle_timeout))?;
     let mut head = [0u8; REQUEST_LEN];
     // The payload of requests the reader runs itself (grown to the largest, then reused).
     let mut inline_buf: Vec<u8> = Vec::new();
     // One pass per request; ends with the client (end of stream, DISC) or a protocol error.
     while !conn.dead.load(Ordering::Relaxed) {
-        if !read_full(&mut reader, &mut head)? {
+        if !read_header(&mut reader, &mut head)? {
             return Ok(());
         }
         let Some(req) = parse_request(&head) else {
@@ -442,17 +623,9 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
                 );
             }
             Decision::Run(cmd) => {
-                let job = Job {
-                    conn: Arc::clone(conn),
-                    cmd,
-                    cookie: req.cookie,
-                    offset: req.offset,
-                    len: req.len,
-                    buf: Vec::new(),
-                };
+                let job = Job::new(Arc::clone(conn), cmd, req.cookie, req.offset, req.len);
                 if let Some(mut job) = shared.admit(job) {
-                    let n = job.held();
-                    if let Err(e) = reader.read_exact(&mut job.buf[..n]) {
+                    if let Err(e) = receive(shared, &mut reader, &mut job) {
                         shared.abandon(job);
                         return Err(e);
                     }
@@ -460,6 +633,24 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// Receive a write's payload piece by piece, reserving each piece as it comes.
+fn receive(shared: &Shared, reader: &mut BufReader<Stream>, job: &mut Job) -> io::Result<()> {
+    let len = job.payload();
+    let mut got = 0;
+    while got < len {
+        if got == job.reserved {
+            shared.grow(job);
+        }
+        let n = (job.reserved - got).min(PAYLOAD_PIECE);
+        if job.buf.len() < got + n {
+            job.buf.resize(got + n, 0);
+        }
+        reader.read_exact(&mut job.buf[got..got + n])?;
+        got += n;
     }
     Ok(())
 }

@@ -132,7 +132,16 @@ impl Running {
     }
 
     fn start_on(listen: &Listen, backend: Arc<Mem>, workers: Option<usize>) -> Running {
-        let mut server = Server::bind(listen).unwrap();
+        Running::start_with(listen, backend, workers, Limits::default())
+    }
+
+    fn start_with(
+        listen: &Listen,
+        backend: Arc<Mem>,
+        workers: Option<usize>,
+        limits: Limits,
+    ) -> Running {
+        let mut server = Server::bind(listen).unwrap().with_limits(limits);
         if let Some(w) = workers {
             server = server.with_workers(w);
         }
@@ -263,6 +272,7 @@ fn server_errno(r: Result<(), ClientError>) -> Errno {
     }
 }
 
+mod hostile;
 mod interop;
 mod load;
 mod protocol;

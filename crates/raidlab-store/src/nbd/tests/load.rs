@@ -17,17 +17,17 @@ fn broken_clients_do_not_hurt_others() {
     drop(r);
     // Half a request header, then gone.
     let mut r = Raw::connect(&srv.addr, FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
-    r.go("", &[]);
+    r.go("", &[INFO_BLOCK_SIZE]);
     r.s.write_all(&REQUEST_MAGIC.to_be_bytes()).unwrap();
     drop(r);
     // A bad request magic: that connection is closed.
     let mut r = Raw::connect(&srv.addr, FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
-    r.go("", &[]);
+    r.go("", &[INFO_BLOCK_SIZE]);
     r.s.write_all(&[0x55; REQUEST_LEN]).unwrap();
     assert!(r.closed());
     // A huge oversized write, discarded in pieces, then the client leaves half way.
     let mut r = Raw::connect(&srv.addr, FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
-    r.go("", &[]);
+    r.go("", &[INFO_BLOCK_SIZE]);
     r.request(0, CMD_WRITE, 2, 0, u32::MAX - 4095);
     r.s.write_all(&vec![0u8; 8 * MIB]).unwrap();
     drop(r);

@@ -240,7 +240,13 @@ fn handshake_variants() {
     assert_eq!(r.reply().1, REP_ERR_TOO_BIG);
     r.option(OPT_GO, &vec![1u8; 4 * MIB]);
     assert_eq!(r.reply().1, REP_ERR_TOO_BIG);
-    r.go("", &[]);
+    // The export's minimum block is 4096: GO without asking for the block sizes is refused
+    // (nothing but the error is sent), and the client may ask again.
+    r.option(OPT_GO, &info_data("", &[INFO_NAME]));
+    let (opt, rep, msg) = r.reply();
+    assert_eq!((opt, rep), (OPT_GO, REP_ERR_BLOCK_SIZE_REQD));
+    assert!(String::from_utf8_lossy(&msg).contains("NBD_INFO_BLOCK_SIZE"));
+    r.go("", &[INFO_BLOCK_SIZE]);
     r.request(0, CMD_FLUSH, 9, 0, 0);
     assert_eq!(r.simple_reply(), (Errno(0), 9));
 
