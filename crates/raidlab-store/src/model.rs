@@ -24,6 +24,10 @@
 //!   fail then. After recovery, a row whose units are all present has its parity (or its
 //!   copies) consistent with its data (`check` counts no mismatch).
 //!
+//! Positions: a call issued at position `p` came after events `..p` and before event `p`; a
+//! reply at event `a` came after it. So "answered before issued" is `a < p`, "issued before
+//! answered" is `p <= a`, and a call with no I/O may be answered at its own start position.
+//!
 //! Sequential histories (each call answered before the next is issued) reduce to the
 //! familiar rule: the newest durable write, or any write issued after it.
 
@@ -175,7 +179,7 @@ impl Model {
             }
             for b in first..first + count {
                 // Superseded only by a durable write issued after this one was answered.
-                if newest_durable[b as usize].is_none_or(|s| op.ack == PENDING || op.ack > s) {
+                if newest_durable[b as usize].is_none_or(|s| op.ack >= s) {
                     allowed[b as usize].push(i as u64 + 1);
                 }
             }
@@ -199,7 +203,7 @@ impl Model {
             .max();
         let mut out: Vec<u64> = if floor.is_none() { vec![0] } else { Vec::new() };
         for (i, op) in self.ops.iter().enumerate() {
-            if touches(op) && op.start < ack && floor.is_none_or(|f| op.ack > f) {
+            if touches(op) && op.start <= ack && floor.is_none_or(|f| op.ack >= f) {
                 out.push(i as u64 + 1);
             }
         }

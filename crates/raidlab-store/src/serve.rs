@@ -255,6 +255,7 @@ fn errno(e: IoFail) -> Errno {
     match e {
         IoFail::Invalid(_) => nbd::EINVAL,
         IoFail::Failed(_) => nbd::EIO,
+        IoFail::NoSpace(_) => nbd::ENOSPC,
     }
 }
 

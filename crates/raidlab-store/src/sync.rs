@@ -24,6 +24,16 @@ mod imp {
     /// A point where the scheduler may switch tasks (a no-op outside the test scheduler).
     #[inline(always)]
     pub fn switch() {}
+
+    /// Wait on `cv` for a notification or at most `dur`, then hold `m` again.
+    pub fn wait_timeout<'a, T>(
+        cv: &Condvar,
+        _m: &'a Mutex<T>,
+        g: MutexGuard<'a, T>,
+        dur: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        cv.wait_timeout(g, dur).unwrap_or_else(|e| e.into_inner()).0
+    }
 }
 
 #[cfg(feature = "shuttle")]
@@ -39,6 +49,22 @@ mod imp {
     /// another thread can observe.
     pub fn switch() {
         shuttle::thread::yield_now();
+    }
+
+    /// Wait on `cv` for a notification or at most `dur`, then hold `m` again. Shuttle's own
+    /// timed wait never times out, so a wake-up the code tolerates missing (it looks again
+    /// after `dur`) would block a scheduled run for ever; here the wait may end at any
+    /// point the scheduler picks, as a timeout can: the lock is released, other threads
+    /// run, and it is taken again.
+    pub fn wait_timeout<'a, T>(
+        _cv: &Condvar,
+        m: &'a Mutex<T>,
+        g: MutexGuard<'a, T>,
+        _dur: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        drop(g);
+        shuttle::thread::yield_now();
+        m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The virtual clock: every reading advances it by one millisecond, so time-driven

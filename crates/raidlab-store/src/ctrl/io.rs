@@ -15,7 +15,7 @@ use raidlab::array::{Level, Plan, Role};
 use raidlab::workload::Op;
 
 use super::column::{Workspace, BLOCK};
-use super::{Controller, IoFail, SlotSet};
+use super::{Controller, Fault, IoFail, SlotSet};
 use crate::member::Member;
 use crate::parity;
 
@@ -112,19 +112,20 @@ impl Controller {
         })
     }
 
-    /// Run `attempt` until it succeeds. A failed attempt names the member whose read failed
-    /// (`Err(Ok(slot))`): nothing has been written yet, so that member is failed and the
+    /// Run `attempt` until it succeeds. A failed attempt names the device whose read failed
+    /// (`Err(Ok(fault))`): nothing has been written yet, so that device is failed and the
     /// request planned again in the new mode. Bounded: no level survives more than two
-    /// failures, so `ATTEMPTS_MAX` attempts always reach an answer.
+    /// failures, so `ATTEMPTS_MAX` attempts always reach an answer (a device that already
+    /// left its slot is not failed again, and the next attempt reads its replacement).
     fn with_retries<T>(
         &self,
         what: std::fmt::Arguments<'_>,
-        mut attempt: impl FnMut() -> Result<T, Result<u32, IoFail>>,
+        mut attempt: impl FnMut() -> Result<T, Result<Fault, IoFail>>,
     ) -> Result<T, IoFail> {
         for _ in 0..ATTEMPTS_MAX {
             match attempt() {
                 Ok(v) => return Ok(v),
-                Err(Ok(slot)) => self.fail_member(slot, "read error")?,
+                Err(Ok(f)) => self.fail_device(&f, "read error")?,
                 Err(Err(e)) => return Err(e),
             }
         }
@@ -139,7 +140,7 @@ impl Controller {
         run: u64,
         row: u64,
         out: &mut [u8],
-    ) -> Result<(), Result<u32, IoFail>> {
+    ) -> Result<(), Result<Fault, IoFail>> {
         let _row = self.locks.lock_row(row);
         let st = self.read_state();
         if let Some(d) = &st.dead {
@@ -219,14 +220,15 @@ impl Controller {
         })
     }
 
-    /// Read from slot `slot`'s device; `Err(slot)` on any error (or a missing device).
+    /// Read from slot `slot`'s device; `Err` names the device on any error (or a missing
+    /// device).
     pub(crate) fn member_read(
         &self,
         slot: u32,
         dev: Option<Arc<dyn Member>>,
         block: u64,
         buf: &mut [u8],
-    ) -> Result<(), u32> {
+    ) -> Result<(), Fault> {
         let blocks = (buf.len() / BLOCK) as u64;
         let c = &self.counters[slot as usize];
         self.member_io(slot, dev.as_ref(), &c.read_blocks, blocks, |d| {
@@ -240,7 +242,7 @@ impl Controller {
         dev: Option<&Arc<dyn Member>>,
         block: u64,
         buf: &[u8],
-    ) -> Result<(), u32> {
+    ) -> Result<(), Fault> {
         let blocks = (buf.len() / BLOCK) as u64;
         let c = &self.counters[slot as usize];
         self.member_io(slot, dev, &c.write_blocks, blocks, |d| {
@@ -256,18 +258,20 @@ impl Controller {
         done: &std::sync::atomic::AtomicU64,
         blocks: u64,
         op: impl FnOnce(&dyn Member) -> std::io::Result<()>,
-    ) -> Result<(), u32> {
-        let Some(dev) = dev else { return Err(slot) };
+    ) -> Result<(), Fault> {
+        let Some(dev) = dev else {
+            return Err(Fault::missing(slot));
+        };
         match op(dev.as_ref()) {
             Ok(()) => {
                 done.fetch_add(blocks, Ordering::Relaxed);
                 Ok(())
             }
-            Err(_) => {
+            Err(e) => {
                 self.counters[slot as usize]
                     .errors
                     .fetch_add(1, Ordering::Relaxed);
-                Err(slot)
+                Err(Fault::new(slot, Some(dev), &e))
             }
         }
     }
@@ -313,7 +317,9 @@ impl Controller {
         zero_pieces(offset, len, |at, zeros| self.write(at, zeros, fua))
     }
 
-    /// fdatasync the members of `which`; one that fails its sync is failed.
+    /// fdatasync the members of `which`; one that fails its sync is failed (md does the
+    /// same: Linux reports a lost write-back once per descriptor, so a later sync would
+    /// succeed over data the kernel dropped).
     pub(crate) fn sync_slots(&self, which: SlotSet) -> Result<(), IoFail> {
         for slot in which.iter() {
             // The device is looked up per slot so no lock is held across the sync.
@@ -321,7 +327,7 @@ impl Controller {
                 continue;
             };
             if let Err(e) = d.sync() {
-                self.fail_member(slot, &format!("sync: {e}"))?;
+                self.fail_device(&Fault::new(slot, Some(&d), &e), "sync")?;
             }
         }
         Ok(())
@@ -339,14 +345,24 @@ impl Controller {
         let failed = self.with_retries(format_args!("row {row}"), || {
             self.write_row_once(row, first, count, src, touched)
         })?;
+        // A full file system under a member is the request's error, not the member's: the
+        // row's other writes landed, so its redundancy is resynced from its data.
+        if let Some(f) = failed.iter().find(|f| f.no_space) {
+            self.queue_resync(row);
+            return Err(IoFail::NoSpace(format!(
+                "row {row}: {}: {} (the member is kept; free space and retry)",
+                f.dev.as_ref().map_or("(missing)", |d| d.path()),
+                f.why
+            )));
+        }
         // Write-phase failures: the row is consistent without these members.
-        for slot in failed.iter() {
-            self.fail_member(slot, "write error")?;
+        for f in &failed {
+            self.fail_device(f, "write error")?;
         }
         Ok(())
     }
 
-    /// One attempt; `Ok(members that failed a write)`, `Err(Ok(slot))` for a read failure.
+    /// One attempt; `Ok(devices that failed a write)`, `Err(Ok(fault))` for a read failure.
     fn write_row_once(
         &self,
         row: u64,
@@ -354,7 +370,7 @@ impl Controller {
         count: u64,
         src: &[u8],
         touched: &mut SlotSet,
-    ) -> Result<SlotSet, Result<u32, IoFail>> {
+    ) -> Result<Vec<Fault>, Result<Fault, IoFail>> {
         let st = self.read_state();
         if let Some(d) = &st.dead {
             return Err(Err(IoFail::Failed(d.clone())));
@@ -369,7 +385,7 @@ impl Controller {
             let (plan, ws, rs) = &mut *s;
             st.array.plan_write(first, count, plan);
             if plan.ops.is_empty() {
-                return Ok(SlotSet::default());
+                return Ok(Vec::new());
             }
             let c0 = plan.ops.iter().map(|o| o.block - base).min().unwrap_or(0);
             let c1 = plan
@@ -435,14 +451,14 @@ impl Controller {
                     }
                 }
             }
-            let mut failed = SlotSet::default();
+            let mut failed = Vec::new();
             for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
                 let col = (op.block - base) as usize - c0 as usize;
                 let dev = st.devs[op.disk as usize].as_ref();
                 let buf = ws.new_ref(op.disk as usize, col, op.count as usize);
                 touched.insert(op.disk);
-                if let Err(slot) = self.member_write(op.disk, dev, op.block, buf) {
-                    failed.insert(slot);
+                if let Err(f) = self.member_write(op.disk, dev, op.block, buf) {
+                    failed.push(f);
                 }
             }
             Ok(failed)

@@ -68,12 +68,47 @@ pub enum IoFail {
     Failed(String),
     /// A request the array cannot take (past the end, misaligned).
     Invalid(String),
+    /// A member's file system is full (ENOSPC, EDQUOT): the request fails, no member does.
+    NoSpace(String),
 }
 
 impl std::fmt::Display for IoFail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            IoFail::Failed(m) | IoFail::Invalid(m) => f.write_str(m),
+            IoFail::Failed(m) | IoFail::Invalid(m) | IoFail::NoSpace(m) => f.write_str(m),
+        }
+    }
+}
+
+/// A member I/O that failed: the slot, the device that failed (errors are charged to the
+/// device, never to whatever occupies the slot by the time the caller acts), and the OS error.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub slot: u32,
+    pub dev: Option<Arc<dyn Member>>,
+    pub why: String,
+    /// The device's file system is full: a request error, not a member failure.
+    pub no_space: bool,
+}
+
+impl Fault {
+    pub(crate) fn new(slot: u32, dev: Option<&Arc<dyn Member>>, e: &std::io::Error) -> Fault {
+        // ENOSPC and EDQUOT (Linux errno 28 and 122).
+        let no_space = matches!(e.raw_os_error(), Some(28) | Some(122));
+        Fault {
+            slot,
+            dev: dev.cloned(),
+            why: e.to_string(),
+            no_space,
+        }
+    }
+
+    pub(crate) fn missing(slot: u32) -> Fault {
+        Fault {
+            slot,
+            dev: None,
+            why: "no device in the slot".into(),
+            no_space: false,
         }
     }
 }
@@ -395,18 +430,55 @@ impl Controller {
         self.read_state().clean
     }
 
+    /// Fail the device an I/O error came from, if it is still in its slot: a late error
+    /// from a device that has already left (a replacement failed and replaced) fails
+    /// nothing. `what` says what the I/O was; the OS error is in the message.
+    pub(crate) fn fail_device(&self, f: &Fault, what: &str) -> Result<(), IoFail> {
+        let why = format!("{what}: {}", f.why);
+        let Some(dev) = &f.dev else {
+            return self.fail_member(f.slot, &why);
+        };
+        let mut st = self.write_state();
+        let present = st.devs[f.slot as usize]
+            .as_ref()
+            .is_some_and(|d| Arc::ptr_eq(d, dev));
+        if !present {
+            return match &st.dead {
+                Some(d) => Err(IoFail::Failed(d.clone())),
+                None => Ok(()),
+            };
+        }
+        let (changed, r) = self.fail_locked(&mut st, f.slot, &why);
+        if changed {
+            self.persist(&mut st);
+        }
+        r
+    }
+
     /// Fail the member in `slot` (an I/O error, or `ctl fail`). `Ok` while the level still
     /// serves every block; `Err` when the array is now dead.
     pub fn fail_member(&self, slot: u32, why: &str) -> Result<(), IoFail> {
         let mut st = self.write_state();
+        let (changed, r) = self.fail_locked(&mut st, slot, why);
+        if changed {
+            self.persist(&mut st);
+        }
+        r
+    }
+
+    /// `fail_member` with the state lock held; the caller persists.
+    fn fail_locked(&self, st: &mut State, slot: u32, why: &str) -> (bool, Result<(), IoFail>) {
         if let Some(d) = &st.dead {
-            return Err(IoFail::Failed(d.clone()));
+            return (false, Err(IoFail::Failed(d.clone())));
         }
         if slot >= self.shape.disks {
-            return Err(IoFail::Invalid(format!(
-                "slot {slot} out of range (the array has {} members)",
-                self.shape.disks
-            )));
+            return (
+                false,
+                Err(IoFail::Invalid(format!(
+                    "slot {slot} out of range (the array has {} members)",
+                    self.shape.disks
+                ))),
+            );
         }
         let name = st.devs[slot as usize]
             .as_ref()
@@ -425,11 +497,10 @@ impl Controller {
             eprintln!(
                 "raidlab serve: replacement {name} in slot {slot} failed ({why}); rebuild stopped"
             );
-            self.persist(&mut st);
-            return Ok(());
+            return (true, Ok(()));
         }
         if st.array.is_failed(slot) {
-            return Ok(());
+            return (false, Ok(()));
         }
         match st.array.fail(slot) {
             Ok(()) => {
@@ -440,8 +511,7 @@ impl Controller {
                 eprintln!(
                     "raidlab serve: member {name} (slot {slot}) failed: {why}; serving degraded"
                 );
-                self.persist(&mut st);
-                Ok(())
+                (true, Ok(()))
             }
             Err(_) => {
                 let msg = format!(
@@ -450,8 +520,7 @@ impl Controller {
                 );
                 eprintln!("raidlab serve: {msg}");
                 st.dead = Some(msg.clone());
-                self.persist(&mut st);
-                Err(IoFail::Failed(msg))
+                (true, Err(IoFail::Failed(msg)))
             }
         }
     }

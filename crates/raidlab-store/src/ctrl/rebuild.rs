@@ -16,7 +16,7 @@ use raidlab::array::{Level, Role};
 use raidlab::rebuild::{reads_for, Gate, Order, Throttle};
 
 use super::column::BLOCK;
-use super::Controller;
+use super::{Controller, Fault};
 use crate::member::Member;
 use crate::parity;
 
@@ -200,7 +200,7 @@ impl Controller {
                     }
                 }
             };
-            let result = self.rebuild_unit(slot, unit);
+            let result = self.rebuild_unit(slot, unit, id);
             let checkpoint_due = {
                 let mut guard = self.rebuild.lock().ok()?;
                 match guard.as_mut() {
@@ -215,12 +215,12 @@ impl Controller {
                     _ => false,
                 }
             };
-            if let Err(failed) = result {
-                // A survivor (or the replacement) failed: fail it; the job is dropped if the
-                // replacement failed or the array cannot go on. Otherwise the unit stays
-                // unrebuilt, and when the order runs out `finish_rebuild_of` starts a fresh
-                // pass over the units left.
-                let _ = self.fail_member(failed, "I/O error during rebuild");
+            if let Err(f) = result {
+                // A survivor (or the replacement) failed: fail that device, if it is still in
+                // its slot; the job is dropped if the replacement failed or the array cannot
+                // go on. Otherwise the unit stays unrebuilt, and when the order runs out
+                // `finish_rebuild_of` starts a fresh pass over the units left.
+                let _ = self.fail_device(&f, "I/O error during rebuild");
                 return None;
             }
             if checkpoint_due {
@@ -259,15 +259,30 @@ impl Controller {
         self.maybe_start_rebuild();
     }
 
-    /// Rebuild one unit (row) of `slot`. `Err(member)` when a survivor read failed.
-    pub(crate) fn rebuild_unit(&self, slot: u32, unit: u64) -> Result<(), u32> {
+    /// Whether rebuild job `job` is still the one running.
+    fn job_is(&self, job: u64) -> bool {
+        self.rebuild
+            .lock()
+            .map(|j| j.as_ref().is_some_and(|j| j.id == job))
+            .unwrap_or(false)
+    }
+
+    /// Rebuild one unit (row) of `slot` for rebuild job `job`. `Err` names the device whose
+    /// read or write failed.
+    ///
+    /// The state is read, the lock released, the unit solved and written, and only then is
+    /// the row marked rebuilt; by then the job may have ended and another started onto a
+    /// new replacement in the same slot (the first one failed). So the unit is tagged with
+    /// its job and its target device, and marked only if both are still current: otherwise
+    /// the new replacement's map would call the row rebuilt without holding its data.
+    pub(crate) fn rebuild_unit(&self, slot: u32, unit: u64, job: u64) -> Result<(), Fault> {
         let _row = self.locks.lock_row(unit);
         let (reads, devs, target, role) = {
             let st = self.read_state();
             let Some(map) = st.array.rebuilding(slot) else {
                 return Ok(());
             };
-            if map.get(unit) {
+            if map.get(unit) || !self.job_is(job) {
                 return Ok(());
             }
             let n = self.geo.disks();
@@ -318,7 +333,7 @@ impl Controller {
                 }
             }
         };
-        UNIT_BUFS.with(|cell| -> Result<(), u32> {
+        UNIT_BUFS.with(|cell| -> Result<(), Fault> {
             let mut bufs = cell.borrow_mut();
             bufs.resize(order.len() * unit_bytes, 0);
             let mut chunks: Vec<&mut [u8]> = bufs.chunks_mut(unit_bytes).collect();
@@ -335,17 +350,15 @@ impl Controller {
                 let (src, dst) = chunks.split_at_mut(1);
                 dst[0].copy_from_slice(src[0]);
             }
-            if self
-                .member_write(slot, target.as_ref(), block, chunks[target_at])
-                .is_err()
-            {
-                // The replacement failed; `fail_member` drops it and the job.
-                return Err(slot);
-            }
-            Ok(())
+            // The replacement failed: failing it drops it and the job.
+            self.member_write(slot, target.as_ref(), block, chunks[target_at])
         })?;
         let mut st = self.write_state();
-        if st.array.rebuilding(slot).is_some() {
+        let same_target = match (&st.devs[slot as usize], &target) {
+            (Some(now), Some(t)) => Arc::ptr_eq(now, t),
+            _ => false,
+        };
+        if same_target && st.array.rebuilding(slot).is_some() && self.job_is(job) {
             st.array.mark_rebuilt(slot, unit);
         }
         Ok(())

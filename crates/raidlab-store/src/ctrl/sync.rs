@@ -157,6 +157,20 @@ impl Controller {
         cleared
     }
 
+    /// Queue the region of `row` for resync (its redundancy may disagree with its data,
+    /// e.g. after a write one member refused for want of space). Its bit stays set.
+    pub(crate) fn queue_resync(&self, row: u64) {
+        let mut r = self.resync_lock();
+        if r.rows_per_region == 0 {
+            return;
+        }
+        let g = row / r.rows_per_region;
+        r.dirty[g as usize] = true;
+        if !r.todo.contains(&g) {
+            r.todo.push(g);
+        }
+    }
+
     /// Whether a resync is pending (rows of dirty regions after an unclean stop).
     pub fn resync_pending(&self) -> bool {
         !self.resync_lock().todo.is_empty()
@@ -224,11 +238,11 @@ impl Controller {
         let mut units: Vec<Vec<u8>> = vec![vec![0u8; bpu * BLOCK]; n as usize];
         for d in (0..n).filter(|d| !lost.contains(d)) {
             let dev = st.devs[d as usize].clone();
-            if let Err(slot) = self.member_read(d, dev, block, &mut units[d as usize]) {
+            if let Err(f) = self.member_read(d, dev, block, &mut units[d as usize]) {
                 // A read error fails the member, as on any other path; the row is then
                 // degraded and has nothing left to compare.
                 drop(st);
-                self.fail_member(slot, "read error during check or resync")?;
+                self.fail_device(&f, "read error during check or resync")?;
                 return Ok(None);
             }
         }
@@ -312,16 +326,13 @@ impl Controller {
         if repair {
             let mut failed = Vec::new();
             for (d, unit) in &fixes {
-                if self
-                    .member_write(*d, st.devs[*d as usize].as_ref(), block, unit)
-                    .is_err()
-                {
-                    failed.push(*d);
+                if let Err(f) = self.member_write(*d, st.devs[*d as usize].as_ref(), block, unit) {
+                    failed.push(f);
                 }
             }
             drop(st);
-            for d in failed {
-                self.fail_member(d, "write error during resync")?;
+            for f in failed {
+                self.fail_device(&f, "write error during resync")?;
             }
         }
         Ok(Some(mismatch))

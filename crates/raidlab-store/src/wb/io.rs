@@ -271,7 +271,7 @@ impl WriteBack {
     }
 
     fn wait_room<'a>(
-        &self,
+        &'a self,
         g: MutexGuard<'a, Inner>,
         waits: &mut u32,
     ) -> Result<MutexGuard<'a, Inner>, IoFail> {

@@ -305,10 +305,8 @@ impl WriteBack {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wait<'a>(&self, cv: &Condvar, g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
-        cv.wait_timeout(g, WAIT_SLICE)
-            .unwrap_or_else(|e| e.into_inner())
-            .0
+    fn wait<'a>(&'a self, cv: &Condvar, g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        crate::sync::wait_timeout(cv, &self.inner, g, WAIT_SLICE)
     }
 
     /// The backup failed: stop taking cached writes, destage everything (the destager then

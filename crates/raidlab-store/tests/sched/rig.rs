@@ -12,8 +12,7 @@ use std::sync::Mutex as StdMutex;
 
 use raidlab::array::{Layout, Level};
 use raidlab_store::crash::{
-    self, check::recover_and_check, CrashState, Event, Materialiser, RecordingMember,
-    SharedJournal,
+    self, check::recover_and_check, CrashState, Event, Materialiser, RecordingMember, SharedJournal,
 };
 use raidlab_store::ctrl::column::BLOCK;
 use raidlab_store::ctrl::{Controller, IoFail, Options, SlotState};
@@ -140,13 +139,7 @@ pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
         Mode::Log => BACKUP_FILE - (64 << 10),
         _ => mirror_bytes(MIRROR_SLOTS),
     };
-    let legs = vec![(backup.to_string_lossy().into_owned(), 0, backup_bytes)];
-    match cfg.mode {
-        Mode::Mirror => raidlab_store::wb::setup::write_record(&dir.0, "mirror", &legs, 0),
-        Mode::Log => raidlab_store::wb::setup::write_record(&dir.0, "log", &legs, LOG_SEGMENT),
-        _ => Ok(()),
-    }
-    .expect("wb.json");
+    write_record(&dir.0, cfg.mode, &backup, backup_bytes);
     let mut paths: Vec<PathBuf> = created.members.clone();
     paths.extend(created.spares.iter().cloned());
     let mut extents = vec![vec![(0, 16 << 10), (data0, data1)]; paths.len()];
@@ -162,6 +155,18 @@ pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
         backup,
         backup_bytes,
     }
+}
+
+/// Record the backup in `wb.json` as `serve` does before its first cached write (a
+/// recovery retires it, so each crash state gets it afresh).
+fn write_record(dir: &std::path::Path, mode: Mode, backup: &std::path::Path, bytes: u64) {
+    let legs = vec![(backup.to_string_lossy().into_owned(), 0, bytes)];
+    match mode {
+        Mode::Mirror => raidlab_store::wb::setup::write_record(dir, "mirror", &legs, 0),
+        Mode::Log => raidlab_store::wb::setup::write_record(dir, "log", &legs, LOG_SEGMENT),
+        _ => Ok(()),
+    }
+    .expect("wb.json");
 }
 
 /// What a run saw (summed over runs by the caller).
@@ -264,8 +269,18 @@ impl Ctx {
             let got = m.identify(lba, b);
             let ok = m.allowed_read(lba, start, end);
             if got.is_none_or(|id| !ok.contains(&id)) {
+                let writes: Vec<String> = m
+                    .ops
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| match o.kind {
+                        OpKind::Write { first, count, .. } => (first..first + count).contains(&lba),
+                        OpKind::Flush => false,
+                    })
+                    .map(|(i, o)| format!("write {} [{}, {}]", i + 1, o.start, o.ack))
+                    .collect();
                 fail(format!(
-                    "read of block {lba} returned {got:?}, the model allows {ok:?} (stale or lost)"
+                    "read of block {lba} [{start}, {end}] returned {got:?}, the model allows {ok:?} (stale or lost); {writes:?}"
                 ));
             }
         }
@@ -338,7 +353,10 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
             4 => {
                 let r = ctx.ctl.check();
                 if r.mismatches > 0 {
-                    fail(format!("check found {} mismatched rows: {r:?}", r.mismatches));
+                    fail(format!(
+                        "check found {} mismatched rows: {r:?}",
+                        r.mismatches
+                    ));
                 }
             }
             _ => {
@@ -353,7 +371,9 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
 /// schedule) when a promise is broken.
 pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
     sync::reset_clock();
-    fx.base.write(&[], &none_state()).expect("restore the images");
+    fx.base
+        .write(&[], &none_state())
+        .expect("restore the images");
     let j = crash::journal();
     j.lock().expect("journal").paused = true;
     let a = format::assemble(&fx.dir.0).expect("assemble");
@@ -387,7 +407,9 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         _ => vec![spares[0].clone() as Arc<dyn Member>],
     };
     let withheld: Arc<dyn Member> = spares[1].clone();
-    let ctl = Arc::new(raidlab_store::serve::controller_from(&a2, Options::default()).expect("controller"));
+    let ctl = Arc::new(
+        raidlab_store::serve::controller_from(&a2, Options::default()).expect("controller"),
+    );
     if cfg.start != Start::Healthy {
         ctl.fail_member(1, "set-up").expect("fail slot 1");
     }
@@ -401,16 +423,22 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
             let backup: Option<Box<dyn Backup>> = match m {
                 Mode::Volatile => None,
                 _ => {
-                    let f: Arc<dyn Member> = Arc::new(
-                        FileMember::open(&fx.backup.to_string_lossy()).expect("backup"),
-                    );
+                    let f: Arc<dyn Member> =
+                        Arc::new(FileMember::open(&fx.backup.to_string_lossy()).expect("backup"));
                     let bdev = RecordingMember::wrap(f, fx.paths.len() - 1, &j);
                     Some(if m == Mode::Mirror {
-                        Box::new(MirrorBackup::create(bdev, a.uuid, MIRROR_SLOTS, 0).expect("mirror"))
+                        Box::new(
+                            MirrorBackup::create(bdev, a.uuid, MIRROR_SLOTS, 0).expect("mirror"),
+                        )
                     } else {
                         Box::new(
-                            LogBackup::create(vec![(bdev, 0, fx.backup_bytes)], a.uuid, LOG_SEGMENT, CACHE_PAGES)
-                                .expect("log"),
+                            LogBackup::create(
+                                vec![(bdev, 0, fx.backup_bytes)],
+                                a.uuid,
+                                LOG_SEGMENT,
+                                CACHE_PAGES,
+                            )
+                            .expect("log"),
                         )
                     })
                 }
@@ -427,7 +455,9 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
                 low_pct: 10.0,
                 max_destages: 2,
             };
-            Some(Arc::new(WriteBack::new(ctl.clone(), spec, kind, backup).expect("write cache")))
+            Some(Arc::new(
+                WriteBack::new(ctl.clone(), spec, kind, backup).expect("write cache"),
+            ))
         }
     };
     // The run's own starting images (the set-up above wrote superblocks and the backup).
@@ -472,7 +502,11 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         }
         if turn > 20_000 {
             let m = ctx.model.lock().expect("model");
-            let pending: Vec<_> = m.ops.iter().filter(|o| o.ack == raidlab_store::model::PENDING).collect();
+            let pending: Vec<_> = m
+                .ops
+                .iter()
+                .filter(|o| o.ack == raidlab_store::model::PENDING)
+                .collect();
             fail(format!(
                 "no progress: calls pending {pending:?}; array {}; write cache {}",
                 ctl.status(),
@@ -501,7 +535,10 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
                 break;
             }
             if turn > 20_000 {
-                fail(format!("the drain makes no progress: write cache {}", w.status()));
+                fail(format!(
+                    "the drain makes no progress: write cache {}",
+                    w.status()
+                ));
             }
             thread::yield_now();
         }
@@ -564,8 +601,14 @@ fn crash_check(
     for _ in 0..cfg.crashes {
         let s = &states[rng.gen_range(0..states.len())];
         mat.write(events, s).expect("materialise a crash state");
+        write_record(&fx.dir.0, cfg.mode, &fx.backup, fx.backup_bytes);
         let o = recover_and_check(&fx.dir.0, model, s.cut, &rows_all, cfg.mode.backed());
-        let at = format!("crash state at event {} of {} ({})", s.cut, events.len(), s.kind);
+        let at = format!(
+            "crash state at event {} of {} ({})",
+            s.cut,
+            events.len(),
+            s.kind
+        );
         if let Some(e) = &o.assembly {
             fail(format!("{at} did not assemble: {e}"));
         }
@@ -573,13 +616,22 @@ fn crash_check(
         // RAID-5/6 write hole, a documented limit. With one, nothing may read wrong.
         let hole = !cfg.mode.backed() && o.bad.iter().all(|b| b.on_lost_unit);
         if !o.bad.is_empty() && !hole {
-            fail(format!("{at}: blocks lost or stale: {:?}", &o.bad[..o.bad.len().min(4)]));
+            fail(format!(
+                "{at}: blocks lost or stale: {:?}",
+                &o.bad[..o.bad.len().min(4)]
+            ));
         }
         if !o.mismatch_rows.is_empty() {
-            fail(format!("{at}: rows inconsistent after resync: {:?}", o.mismatch_rows));
+            fail(format!(
+                "{at}: rows inconsistent after resync: {:?}",
+                o.mismatch_rows
+            ));
         }
         if cfg.mode.backed() && !o.mismatch_rows_lost.is_empty() {
-            fail(format!("{at}: degraded rows inconsistent: {:?}", o.mismatch_rows_lost));
+            fail(format!(
+                "{at}: degraded rows inconsistent: {:?}",
+                o.mismatch_rows_lost
+            ));
         }
         let mut t = tally.lock().expect("tally");
         t.crash_states += 1;
