@@ -11,6 +11,7 @@ use raidlab::{Error, Result};
 
 use crate::control;
 use crate::ctrl::{Controller, IoFail, Options};
+use crate::device::Locks;
 use crate::format::{self, SuperblockSink};
 use crate::nbd::{self, Backend, BlockSize, Errno, Listen, ServeStats, Server};
 use crate::wb::setup::WbOptions;
@@ -31,6 +32,8 @@ pub struct ServeOptions {
     pub wb: Option<WbOptions>,
     /// Start even when the last run's write-cache backup cannot be read (its pages lost).
     pub backup_discard: bool,
+    /// Start an array recorded failed, or with a stale member (md's `--assemble --force`).
+    pub force: bool,
 }
 
 impl Default for ServeOptions {
@@ -43,6 +46,7 @@ impl Default for ServeOptions {
             workers: None,
             wb: None,
             backup_discard: false,
+            force: false,
         }
     }
 }
@@ -135,6 +139,7 @@ impl ServeOptions {
             workers: None,
             wb: None,
             backup_discard: false,
+            force: false,
         })
     }
 }
@@ -234,6 +239,7 @@ pub fn controller_from(a: &format::Assembled, opts: Options) -> Result<Controlle
     )?;
     ctl.assume_clean(a.clean);
     ctl.init_intent(a.dirty_regions.clone());
+    ctl.adopt_faulty(&a.faulty);
     Ok(ctl)
 }
 
@@ -246,9 +252,22 @@ pub fn serve(
     ready: &mut dyn FnMut(&str),
 ) -> Result<ServeSummary> {
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
-    let a = format::assemble(dir)?;
+    let a = format::assemble_with(dir, opts.force)?;
+    // Every device this server may write is locked before anything is written: a second
+    // process (another `serve`, a `create --force`) is refused, naming the device.
+    let locks = Arc::new(Locks::lock_all(
+        a.devs
+            .iter()
+            .flatten()
+            .chain(&a.spares)
+            .chain(a.faulty.iter().map(|(d, _)| d))
+            .map(|d| d.path()),
+    )?);
     for w in &a.warnings {
         eprintln!("raidlab serve: warning: {w}");
+    }
+    for f in &a.forced {
+        eprintln!("raidlab serve: warning: --force: {f}; every region is resynced");
     }
     let control_listener = control::bind(dir)?;
     let ctl_opts = Options {
@@ -309,6 +328,11 @@ pub fn serve(
         server = server.with_workers(w);
     }
     let addr = server.local_addr();
+    if !a.forced.is_empty() {
+        // The forced start is recorded now (the failure record cleared, the stale member's
+        // events brought up), so the next start needs no --force.
+        ctl.checkpoint();
+    }
     let bg = ctl.spawn_background();
     let destager = wb.as_ref().map(|w| w.spawn_destager());
     let control_stop = Arc::new(AtomicBool::new(false));
@@ -316,7 +340,7 @@ pub fn serve(
         let (ctl, dir, stop) = (ctl.clone(), dir.to_path_buf(), control_stop.clone());
         std::thread::Builder::new()
             .name("raidlab-ctl".into())
-            .spawn(move || control::run(control_listener, dir, ctl, stop))
+            .spawn(move || control::run(control_listener, dir, ctl, stop, locks))
             .map_err(|e| Error::io("control thread", &e))?
     };
     let s = a.shape.clone();
@@ -367,10 +391,16 @@ pub fn serve(
     Ok(ServeSummary { nbd, state, clean })
 }
 
-/// Set `stop` on SIGINT and SIGTERM for as long as the guard lives.
+/// Set `stop` on SIGINT and SIGTERM for as long as the guard lives. SIGHUP is ignored with a
+/// log line (there is nothing to reload: the options are the command line's), so a closed
+/// terminal or a `systemctl reload` never kills the server and leaves the array dirty.
 pub struct SignalGuard {
     ids: Vec<signal_hook::SigId>,
 }
+
+/// Written from the SIGHUP handler with write(2), which is async-signal-safe.
+const SIGHUP_LINE: &[u8] =
+    b"raidlab serve: SIGHUP received: ignored (nothing to reload; SIGTERM or SIGINT stops the server)\n";
 
 impl SignalGuard {
     pub fn install(stop: &Arc<AtomicBool>) -> Result<SignalGuard> {
@@ -380,6 +410,15 @@ impl SignalGuard {
                 .map_err(|e| Error::io("signal handler", &e))?;
             ids.push(id);
         }
+        // SAFETY: the action only calls write(2) on stderr with a static buffer, which is
+        // async-signal-safe; it allocates and locks nothing.
+        let hup = unsafe {
+            signal_hook::low_level::register(signal_hook::consts::SIGHUP, || {
+                let _ = libc::write(2, SIGHUP_LINE.as_ptr().cast(), SIGHUP_LINE.len());
+            })
+        }
+        .map_err(|e| Error::io("signal handler", &e))?;
+        ids.push(hup);
         Ok(SignalGuard { ids })
     }
 }
