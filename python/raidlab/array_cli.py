@@ -111,6 +111,8 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
         console.print(f"  slot {m['slot']}: {m['path'] or '-'} ({m['state']})")
     for p in out["spares"]:
         console.print(f"  spare: {p}")
+    for f in out.get("faulty", []):
+        console.print(f"  faulty: {f['path']}" + (f" (was slot {f['slot']})" if f["slot"] is not None else ""))
     for w in out["warnings"]:
         console.print(f"  [yellow]warning:[/yellow] {w}")
     return 0

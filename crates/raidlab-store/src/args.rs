@@ -131,6 +131,7 @@ pub fn assembled_json(a: &Assembled) -> Value {
         "dirty_regions": a.dirty_regions.as_ref().map(|d| d.iter().filter(|&&b| b).count()),
         "members": members,
         "spares": a.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
+        "faulty": a.faulty.iter().map(|(d, s)| json!({"path": d.path(), "slot": (*s != u32::MAX).then_some(*s)})).collect::<Vec<_>>(),
         "warnings": a.warnings,
     })
 }

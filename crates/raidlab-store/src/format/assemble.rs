@@ -387,8 +387,13 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
                 .or_else(|| {
                     // The manifest lists members in slot order at creation: name that path.
                     let p = paths.get(s)?.to_string_lossy().into_owned();
-                    let (_, w) = missing.iter().find(|(n, _)| *n == p)?;
-                    Some(format!("{p} {w}"))
+                    match missing.iter().find(|(n, _)| *n == p) {
+                        Some((_, w)) => Some(format!("{p} {w}")),
+                        None => unusable
+                            .iter()
+                            .find(|(i, _, _)| *i == s)
+                            .map(|(_, _, w)| w.clone()),
+                    }
                 })
                 .unwrap_or_else(|| "no listed device holds it".into())
         } else if recovering.is_some_and(|(r, _)| r as usize == s) {
