@@ -259,3 +259,46 @@ def test_pid_file_and_systemd_notification(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         sock.close()
+
+
+def test_read_only_serve_writes_nothing(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    from store_fixtures import qemu_io, require_tools, tool_ok
+
+    require_tools("qemu-io")
+    d = _raid5(tmp_path, spares=1)
+    srv = store_servers.start(d)
+    qemu_io(srv.uri, "write -P 9 0 1M")
+    srv.stop()
+    files = [*member_paths(d), d / "members.json"]
+    before = digests(files)
+    srv = store_servers.start(d, "--read-only")
+    assert "read-only" in srv.log()
+    out = tool_ok(["qemu-io", "-r", "-f", "raw", "-c", "read -P 9 0 1M", srv.uri], timeout=60)
+    assert "pattern verification" not in out, out
+    # The export is read-only: a writer cannot even open it.
+    r = subprocess.run(["qemu-io", "-f", "raw", "-c", "write -P 1 0 4k", srv.uri], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode != 0 and "permission denied" in r.stderr.lower(), (r.stdout, r.stderr)
+    for args in (["fail", "1"], ["remove", "spare0"], ["re-add", "1"]):
+        r = ctl(d, *args)
+        assert r.returncode == 2 and "read-only" in r.stderr, (args, r.stderr)
+    srv.stop()
+    assert digests(files) == before
+    msg = cli_bad_input("serve", d, "--read-only", "--force", "--listen", "127.0.0.1:0")
+    assert "--read-only" in msg
+
+
+def test_examine_one_member(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    d = _raid5(tmp_path)
+    srv = store_servers.start(d)
+    cli_ok("ctl", d, "fail", "1")
+    # Examined while served: read-only, no lock needed.
+    one = json.loads(cli_ok("array", "examine", d / "disk0", "--json"))
+    assert one["member"] == str(d / "disk0") and one["role"] == 0 and one["slots"][1] == "failed"
+    srv.stop()
+    out = json.loads(cli_ok("array", "examine", d / "disk1", "--json"))
+    assert (out["role"], out["former_slot"]) == ("faulty", 1)
+    text = one_line(cli_ok("array", "examine", d / "disk1"))
+    assert "faulty of arr" in text and "bitmap:" in text, text
+    _flip_superblock_byte(d / "disk2")
+    msg = cli_bad_input("array", "examine", d / "disk2")
+    assert "disk2" in msg and "checksum" in msg

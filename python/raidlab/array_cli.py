@@ -2,11 +2,11 @@
 
     raidlab array create DIR --level raid5 --disks 5 --chunk 64KiB --size 1GiB [--layout L]
                              [--spares K] [--name NAME] [--force] [MEMBER ...]
-    raidlab array examine DIR [--json]
+    raidlab array examine DIR|MEMBER [--json]
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
-                      [--force] [--pid-file PATH]
+                      [--force] [--read-only] [--pid-file PATH]
     raidlab ctl DIR status [--json | --prometheus] [--test] | fail K [--force] | add-spare PATH
                     | remove K|PATH | re-add K|PATH | check [--json]
     raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
@@ -103,6 +103,16 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
     out = json.loads(_core.array_examine(args.dir))
     if _print_json_or(args, out):
         return 0
+    if "member" in out:
+        role = out["role"] if isinstance(out["role"], str) else f"slot {out['role']}"
+        console.print(
+            f"[bold]{out['member']}[/bold]: {role} of [bold]{out['name']}[/bold] (uuid {out['uuid']}), {_shape(out)}, "
+            f"events {out['events']}, {'clean' if out['clean'] else 'dirty'}" + (", [red]array failed[/red]" if out["failed"] else "")
+        )
+        console.print(f"  slots: {', '.join(f'{i} {st}' for i, st in enumerate(out['slots']))}")
+        bm = out["bitmap"]
+        console.print(f"  bitmap: {bm['error']}" if "error" in bm else f"  bitmap: {bm['dirty_regions']}/{bm['regions']} regions dirty (events {bm['events']})")
+        return 0
     console.print(
         f"[bold]{out['name']}[/bold] {_shape(out)}, events {out['events']}, "
         f"{'clean' if out['clean'] else 'dirty'}"
@@ -151,6 +161,7 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 segment=args.segment,
                 backup_discard=args.backup_discard,
                 force=args.force,
+                read_only=args.read_only,
             )
         )
     finally:
@@ -327,8 +338,8 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     c.add_argument("--json", action="store_true")
     c.add_argument("members", nargs="*", help="explicit member paths (files or block devices): disks, then spares")
     c.set_defaults(func=cmd_array_create)
-    e = asub.add_parser("examine", help="read the superblocks and show what assembly would find (writes nothing)")
-    e.add_argument("dir")
+    e = asub.add_parser("examine", help="read the superblocks and show what assembly would find, or one member's superblock (writes nothing)")
+    e.add_argument("dir", help="array directory, or one member file or block device")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_array_examine)
 
@@ -352,6 +363,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     w.add_argument("--segment", default="128KiB", help="log segment size (default 128KiB)")
     w.add_argument("--backup-discard", action="store_true", help="start even if the last run's backup cannot be read (its dirty pages are lost)")
     s.add_argument("--force", action="store_true", help="start an array recorded failed, or with a stale member, as md's --assemble --force (every region is resynced)")
+    s.add_argument("--read-only", action="store_true", help="export read-only and write nothing to the members (no resync or rebuild; ctl fail/add-spare/remove/re-add refused)")
     s.add_argument("--pid-file", default=None, help="write the server's process id here once it accepts connections (removed at exit)")
     s.add_argument("--json", action="store_true", help="print a JSON summary at exit")
     s.set_defaults(func=cmd_serve)

@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, force=false))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, force=false, read_only=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -69,6 +69,7 @@ pub fn serve(
     segment: &str,
     backup_discard: bool,
     force: bool,
+    read_only: bool,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -82,6 +83,7 @@ pub fn serve(
     opts.workers = workers;
     opts.backup_discard = backup_discard;
     opts.force = force;
+    opts.read_only = read_only;
     if let Some(mib) = write_cache_mib {
         opts.wb = Some(
             raidlab_store::wb::setup::WbOptions::parse(

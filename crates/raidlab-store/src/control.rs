@@ -32,6 +32,16 @@ const LINE_BYTES_MAX: u64 = 64 * 1024;
 /// Control connections served at once (more are refused with an error line).
 const CONNECTIONS_MAX: usize = 8;
 
+/// What the control socket needs of its server besides the controller.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// The server's device locks (a spare added is locked, a device removed released).
+    pub locks: Locks,
+    /// `serve --read-only`: requests that change the array (fail, add-spare, remove,
+    /// re-add) are refused.
+    pub read_only: bool,
+}
+
 pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join(SOCKET_NAME)
 }
@@ -64,7 +74,7 @@ pub fn run(
     dir: PathBuf,
     ctl: Arc<Controller>,
     stop: Arc<AtomicBool>,
-    locks: Arc<Locks>,
+    served: Arc<Served>,
 ) {
     let active = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
@@ -80,15 +90,15 @@ pub fn run(
                     continue;
                 }
                 active.fetch_add(1, Ordering::SeqCst);
-                let (ctl, dir, active, stop, locks) = (
+                let (ctl, dir, active, stop, served) = (
                     ctl.clone(),
                     dir.clone(),
                     active.clone(),
                     stop.clone(),
-                    locks.clone(),
+                    served.clone(),
                 );
                 handles.push(std::thread::spawn(move || {
-                    serve_conn(stream, &dir, &ctl, &stop, &locks);
+                    serve_conn(stream, &dir, &ctl, &stop, &served);
                     active.fetch_sub(1, Ordering::SeqCst);
                 }));
                 handles.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
@@ -108,7 +118,13 @@ pub fn run(
     let _ = std::fs::remove_file(socket_path(&dir));
 }
 
-fn serve_conn(stream: UnixStream, dir: &Path, ctl: &Controller, stop: &AtomicBool, locks: &Locks) {
+fn serve_conn(
+    stream: UnixStream,
+    dir: &Path,
+    ctl: &Controller,
+    stop: &AtomicBool,
+    served: &Served,
+) {
     // A read timeout lets the connection notice a stop while a client idles.
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let Ok(mut out) = stream.try_clone() else {
@@ -140,7 +156,7 @@ fn serve_conn(stream: UnixStream, dir: &Path, ctl: &Controller, stop: &AtomicBoo
             return;
         }
         let reply = match serde_json::from_str::<Value>(line.trim()) {
-            Ok(req) => handle(&req, dir, ctl, locks),
+            Ok(req) => handle(&req, dir, ctl, served),
             Err(e) => json!({"ok": false, "error": format!("not a JSON request: {e}")}),
         };
         if writeln!(out, "{reply}").is_err() {
@@ -153,9 +169,15 @@ fn fail(msg: impl Into<String>) -> Value {
     json!({"ok": false, "error": msg.into()})
 }
 
-/// Answer one request. `locks` holds the server's device locks (a spare added is locked).
-pub fn handle(req: &Value, dir: &Path, ctl: &Controller, locks: &Locks) -> Value {
+/// Answer one request.
+pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Value {
     let cmd = req.get("cmd").and_then(Value::as_str).unwrap_or("");
+    let locks = &served.locks;
+    if served.read_only && matches!(cmd, "fail" | "add-spare" | "remove" | "re-add") {
+        return fail(format!(
+            "{cmd}: the array is served read-only (`serve --read-only`): nothing is changed"
+        ));
+    }
     match cmd {
         "status" => {
             let mut v = ctl.status();

@@ -34,6 +34,9 @@ pub struct ServeOptions {
     pub backup_discard: bool,
     /// Start an array recorded failed, or with a stale member (md's `--assemble --force`).
     pub force: bool,
+    /// Export read-only and write nothing to the members (no resync, rebuild, or superblock
+    /// update; `ctl` requests that change the array are refused).
+    pub read_only: bool,
 }
 
 impl Default for ServeOptions {
@@ -47,6 +50,7 @@ impl Default for ServeOptions {
             wb: None,
             backup_discard: false,
             force: false,
+            read_only: false,
         }
     }
 }
@@ -140,6 +144,7 @@ impl ServeOptions {
             wb: None,
             backup_discard: false,
             force: false,
+            read_only: false,
         })
     }
 }
@@ -149,6 +154,8 @@ pub struct Export {
     pub ctl: Arc<Controller>,
     pub wb: Option<Arc<WriteBack>>,
     pub name: String,
+    /// Advertised read-only; the NBD layer refuses writes with EPERM.
+    pub read_only: bool,
 }
 
 fn errno(e: IoFail) -> Errno {
@@ -173,6 +180,9 @@ impl Backend for Export {
     }
     fn size_bytes(&self) -> u64 {
         self.ctl.size_bytes()
+    }
+    fn read_only(&self) -> bool {
+        self.read_only
     }
     fn block_size(&self) -> BlockSize {
         let chunk = u32::try_from(self.ctl.shape().chunk_bytes).unwrap_or(1 << 30);
@@ -252,17 +262,39 @@ pub fn serve(
     ready: &mut dyn FnMut(&str),
 ) -> Result<ServeSummary> {
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
+    if opts.read_only && opts.force {
+        return Err(Error::config(
+            "--read-only",
+            "--force writes the superblocks; it cannot be combined with --read-only",
+        ));
+    }
+    if opts.read_only && opts.wb.is_some() {
+        return Err(Error::config(
+            "--read-only",
+            "a write cache cannot be combined with --read-only",
+        ));
+    }
     let a = format::assemble_with(dir, opts.force)?;
+    if opts.read_only && std::fs::symlink_metadata(dir.join("wb.json")).is_ok() {
+        return Err(Error::store(
+            dir.join("wb.json").display().to_string(),
+            "the last run's write-cache backup must be replayed (a write): start once without --read-only",
+        ));
+    }
     // Every device this server may write is locked before anything is written: a second
     // process (another `serve`, a `create --force`) is refused, naming the device.
-    let locks = Arc::new(Locks::lock_all(
+    let locks = Locks::lock_all(
         a.devs
             .iter()
             .flatten()
             .chain(&a.spares)
             .chain(a.faulty.iter().map(|(d, _)| d))
             .map(|d| d.path()),
-    )?);
+    )?;
+    let served = Arc::new(control::Served {
+        locks,
+        read_only: opts.read_only,
+    });
     for w in &a.warnings {
         eprintln!("raidlab serve: warning: {w}");
     }
@@ -274,7 +306,7 @@ pub fn serve(
         cache: opts.cache.clone(),
         rebuild_order: opts.rebuild_order,
         rebuild_rate: opts.rebuild_rate,
-        auto_rebuild: true,
+        auto_rebuild: !opts.read_only,
     };
     let ctl = Arc::new(controller_from(&a, ctl_opts)?);
     let (wb, started) =
@@ -333,14 +365,21 @@ pub fn serve(
         // events brought up), so the next start needs no --force.
         ctl.checkpoint();
     }
-    let bg = ctl.spawn_background();
+    // Read-only: no background work (resync, rebuild and bitmap clearing all write).
+    let bg = (!opts.read_only).then(|| ctl.spawn_background());
+    if opts.read_only {
+        eprintln!(
+            "raidlab serve: {}: read-only: writes are refused; no resync or rebuild runs",
+            a.name
+        );
+    }
     let destager = wb.as_ref().map(|w| w.spawn_destager());
     let control_stop = Arc::new(AtomicBool::new(false));
     let control_thread = {
         let (ctl, dir, stop) = (ctl.clone(), dir.to_path_buf(), control_stop.clone());
         std::thread::Builder::new()
             .name("raidlab-ctl".into())
-            .spawn(move || control::run(control_listener, dir, ctl, stop, locks))
+            .spawn(move || control::run(control_listener, dir, ctl, stop, served))
             .map_err(|e| Error::io("control thread", &e))?
     };
     let s = a.shape.clone();
@@ -356,6 +395,7 @@ pub fn serve(
         ctl: ctl.clone(),
         wb: wb.clone(),
         name: a.name.clone(),
+        read_only: opts.read_only,
     });
     let served = server.run(export, stop);
     // Drained: no request is in flight. Destage the write cache, stop the background work,
@@ -365,10 +405,24 @@ pub fn serve(
         _ => true,
     };
     ctl.stop();
-    let _ = bg.join();
+    if let Some(bg) = bg {
+        let _ = bg.join();
+    }
     control_stop.store(true, Ordering::SeqCst);
     let _ = control_thread.join();
     let nbd = served.map_err(|e| Error::io(addr.clone(), &e))?;
+    if opts.read_only {
+        let state = ctl.state_word();
+        eprintln!(
+            "raidlab serve: {} stopped ({state}, read-only: nothing written); {} requests served",
+            a.name, nbd.requests
+        );
+        return Ok(ServeSummary {
+            nbd,
+            state,
+            clean: ctl.is_clean(),
+        });
+    }
     let _ = ctl.flush();
     let clean = wb_drained && !ctl.resync_pending() && ctl.state_word() != "failed";
     if clean {
