@@ -160,14 +160,17 @@ def _refused(d: Path, names: list[str], extra: list[Path] | None = None) -> None
     assert not (d / "control.sock").exists()
 
 
-def test_corrupt_superblock_is_refused(tmp_path: Path) -> None:
+def test_corrupt_superblocks_beyond_what_the_level_survives_are_refused(tmp_path: Path) -> None:
+    """One corrupt superblock leaves its member out (tests/test_store_ops.py); two stop a
+    RAID-5."""
     d = _raid5(tmp_path)
-    with open(d / "disk1", "r+b") as f:
-        f.seek(SUPERBLOCK + 200)
-        b = f.read(1)
-        f.seek(SUPERBLOCK + 200)
-        f.write(bytes([b[0] ^ 0xFF]))
-    _refused(d, ["disk1", "checksum", "corrupt"])
+    for name in ("disk1", "disk3"):
+        with open(d / name, "r+b") as f:
+            f.seek(SUPERBLOCK + 200)
+            b = f.read(1)
+            f.seek(SUPERBLOCK + 200)
+            f.write(bytes([b[0] ^ 0xFF]))
+    _refused(d, ["disk1", "disk3", "checksum", "corrupt", "cannot assemble"])
 
 
 def test_member_of_another_array_is_refused(tmp_path: Path) -> None:

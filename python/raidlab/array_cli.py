@@ -2,11 +2,13 @@
 
     raidlab array create DIR --level raid5 --disks 5 --chunk 64KiB --size 1GiB [--layout L]
                              [--spares K] [--name NAME] [--force] [MEMBER ...]
-    raidlab array examine DIR [--json]
+    raidlab array examine DIR|MEMBER [--json]
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
-    raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check [--json]
+                      [--force] [--read-only] [--pid-file PATH]
+    raidlab ctl DIR status [--json | --prometheus] [--test] | fail K [--force] | add-spare PATH
+                    | remove K|PATH | re-add K|PATH | check [--json]
     raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
 
 The work is done by the Rust store (``raidlab._core``); this module parses arguments and
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -25,7 +28,7 @@ from rich.console import Console
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from raidlab import _core
+from raidlab import _core, daemon
 
 
 def mib_size(text: str) -> int:
@@ -76,7 +79,8 @@ def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
             layout=args.layout,
             spares=args.spares,
             name=args.name,
-            members=args.members,
+            # Absolute, from the caller's working directory (the manifest records them so).
+            members=[os.path.abspath(m) for m in args.members],
             force=args.force,
         )
     )
@@ -99,6 +103,16 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
     out = json.loads(_core.array_examine(args.dir))
     if _print_json_or(args, out):
         return 0
+    if "member" in out:
+        role = out["role"] if isinstance(out["role"], str) else f"slot {out['role']}"
+        console.print(
+            f"[bold]{out['member']}[/bold]: {role} of [bold]{out['name']}[/bold] (uuid {out['uuid']}), {_shape(out)}, "
+            f"events {out['events']}, {'clean' if out['clean'] else 'dirty'}" + (", [red]array failed[/red]" if out["failed"] else "")
+        )
+        console.print(f"  slots: {', '.join(f'{i} {st}' for i, st in enumerate(out['slots']))}")
+        bm = out["bitmap"]
+        console.print(f"  bitmap: {bm['error']}" if "error" in bm else f"  bitmap: {bm['dirty_regions']}/{bm['regions']} regions dirty (events {bm['events']})")
+        return 0
     console.print(
         f"[bold]{out['name']}[/bold] {_shape(out)}, events {out['events']}, "
         f"{'clean' if out['clean'] else 'dirty'}"
@@ -107,14 +121,20 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
         console.print(f"  slot {m['slot']}: {m['path'] or '-'} ({m['state']})")
     for p in out["spares"]:
         console.print(f"  spare: {p}")
+    for f in out.get("faulty", []):
+        console.print(f"  faulty: {f['path']}" + (f" (was slot {f['slot']})" if f["slot"] is not None else ""))
     for w in out["warnings"]:
         console.print(f"  [yellow]warning:[/yellow] {w}")
     return 0
 
 
 def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    pid_file = daemon.PidFile(args.pid_file)
+
     def ready(line: str) -> None:
+        pid_file.write()
         print(line, flush=True)
+        daemon.sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS={line}")
 
     # The store stops on SIGINT/SIGTERM by itself (drain, checkpoint, mark clean); Python's
     # own handlers would turn the same signal into a KeyboardInterrupt afterwards.
@@ -148,9 +168,13 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 conn_payload_mib=args.conn_payload_mib,
                 zero_piece_mib=args.zero_piece_mib,
                 insecure=args.insecure,
+                force=args.force,
+                read_only=args.read_only,
             )
         )
     finally:
+        daemon.sd_notify("STOPPING=1")
+        pid_file.remove()
         for s, h in old.items():
             signal.signal(s, h)
     if args.json:
@@ -185,7 +209,8 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
     for p in st["spares"]:
         console.print(f"spare: {p}")
     for f in st["faulty"]:
-        console.print(f"faulty: {f['path']} (was slot {f['slot']})")
+        was = f" (was slot {f['slot']})" if f["slot"] < st["disks"] else ""
+        console.print(f"faulty: {f['path']}{was}")
     rb = st.get("rebuild")
     if rb:
         line = (
@@ -230,28 +255,35 @@ def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
     action = args.action
     if action == "status":
         st = _ctl(args.dir, {"cmd": "status"})
-        if not _print_json_or(args, st):
+        if args.prometheus:
+            sys.stdout.write(daemon.prometheus(st, os.path.abspath(args.dir)))
+        elif not _print_json_or(args, st):
             _status_text(st, console)
-        return 0
+        return daemon.status_exit_code(st) if args.test else 0
     if action == "check":
         rep = _ctl(args.dir, {"cmd": "check"})
         if args.json:
             print(json.dumps(rep))
         else:
             console.print(f"checked {rep['rows']:,} rows: {rep['mismatches']:,} mismatches, {rep['skipped']:,} skipped")
-        return 0
+        return 1 if args.test and rep["mismatches"] else 0
     if action == "fail":
-        rep = _ctl(args.dir, {"cmd": "fail", "slot": args.target})
+        rep = _ctl(args.dir, {"cmd": "fail", "slot": args.target, "force": args.force})
     elif action == "add-spare":
-        rep = _ctl(args.dir, {"cmd": "add-spare", "path": args.target})
+        rep = _ctl(args.dir, {"cmd": "add-spare", "path": os.path.abspath(args.target)})
     else:
-        rep = _ctl(args.dir, {"cmd": "remove", "target": args.target})
+        rep = _ctl(args.dir, {"cmd": action, "target": _slot_or_path(args.target)})
     if args.json:
         print(json.dumps(rep))
     else:
         if rep.get("warning"):
             console.print(f"[yellow]warning:[/yellow] {rep['warning']}")
-        console.print(f"{action}: ok" + (f", array {rep['state']}" if "state" in rep else "") + (f", removed {rep['removed']}" if "removed" in rep else ""))
+        console.print(
+            f"{action}: ok"
+            + (f", array {rep['state']}" if "state" in rep else "")
+            + (f", removed {rep['removed']}" if "removed" in rep else "")
+            + (f", {rep['re_added']} is a spare again" if "re_added" in rep else "")
+        )
     return 0
 
 
@@ -282,6 +314,12 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return 0 if out["errors"] == 0 else 1
 
 
+def _slot_or_path(text: str) -> str:
+    """A slot number as it is; a path made absolute from the caller's working directory
+    (the server would resolve a relative one against the array directory)."""
+    return text if text.isdigit() else os.path.abspath(text)
+
+
 def _slot(text: str) -> int:
     try:
         n = int(text)
@@ -308,8 +346,8 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     c.add_argument("--json", action="store_true")
     c.add_argument("members", nargs="*", help="explicit member paths (files or block devices): disks, then spares")
     c.set_defaults(func=cmd_array_create)
-    e = asub.add_parser("examine", help="read the superblocks and show what assembly would find (writes nothing)")
-    e.add_argument("dir")
+    e = asub.add_parser("examine", help="read the superblocks and show what assembly would find, or one member's superblock (writes nothing)")
+    e.add_argument("dir", help="array directory, or one member file or block device")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_array_examine)
 
@@ -341,23 +379,35 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     n.add_argument("--conn-payload-mib", type=positive_int, default=32, help="payload memory per connection, MiB (default 32)")
     n.add_argument("--zero-piece-mib", type=positive_int, default=4, help="TRIM and WRITE_ZEROES run in pieces of this many MiB, a power of two (default 4)")
     n.add_argument("--insecure", action="store_true", help="allow a --listen address other than loopback (NBD here has no TLS)")
+    s.add_argument("--force", action="store_true", help="start an array recorded failed, or with a stale member, as md's --assemble --force (every region is resynced)")
+    s.add_argument("--read-only", action="store_true", help="export read-only and write nothing to the members (no resync or rebuild; ctl fail/add-spare/remove/re-add refused)")
+    s.add_argument("--pid-file", default=None, help="write the server's process id here once it accepts connections (removed at exit)")
     s.add_argument("--json", action="store_true", help="print a JSON summary at exit")
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("ctl", help="control a served array through DIR/control.sock")
     t.add_argument("dir", help="array directory")
     tsub = t.add_subparsers(dest="action", required=True)
-    for name, helptext in (("status", "show the state"), ("check", "verify parity/mirrors like md's check")):
-        p = tsub.add_parser(name, help=helptext)
-        p.add_argument("--json", action="store_true")
+    p = tsub.add_parser("status", help="show the state")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--prometheus", action="store_true", help="Prometheus text exposition")
+    p.add_argument("--test", action="store_true", help="exit 1 when degraded or rebuilding, 2 when failed (mdadm --detail --test)")
+    p = tsub.add_parser("check", help="verify parity/mirrors like md's check")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--test", action="store_true", help="exit 1 when mismatches were found")
     f = tsub.add_parser("fail", help="fail a member (like mdadm --fail)")
     f.add_argument("target", type=_slot, help="slot number")
+    f.add_argument("--force", action="store_true", help="fail it even when the array cannot survive that")
     f.add_argument("--json", action="store_true")
     p = tsub.add_parser("add-spare", help="add a hot spare (a rebuild starts by itself if a slot is failed)")
     p.add_argument("target", help="path of a file or block device at least as large as a member")
     p.add_argument("--json", action="store_true")
     r = tsub.add_parser("remove", help="remove a spare or a failed device")
     r.add_argument("target", help="its path, or the slot a failed device was taken out of")
+    r.add_argument("--json", action="store_true")
+    r = tsub.add_parser("re-add", help="make a faulty device a spare again; a rebuild onto it starts (a full one)")
+    r.add_argument("target", help="its path, or the slot it was taken out of")
     r.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_ctl)
 

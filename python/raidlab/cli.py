@@ -12,11 +12,13 @@
     raidlab array create DIR --level L --disks N --size S [--chunk C] [--spares K] [MEMBER ...]
     raidlab array examine DIR [--json]
     raidlab serve DIR [--listen HOST:PORT | --listen unix:PATH] [--cache POLICY --cache-mib N]
-    raidlab ctl DIR status [--json] | fail K | add-spare PATH | remove K|PATH | check
+    raidlab ctl DIR status [--json|--prometheus] [--test] | fail K [--force] | add-spare PATH
+                    | remove K|PATH | re-add K|PATH | check [--test]
     raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
 
 Exit codes: 0 success, 1 a sweep finished with failed runs (or a replay saw errors), 2 bad input (any RaidlabError,
-or bad arguments), 130 interrupted.
+or bad arguments), 130 interrupted. `ctl status --test` exits 1 when the array is degraded and 2 when it failed (as
+mdadm --detail --test); `ctl check --test` exits 1 on mismatches.
 """
 
 from __future__ import annotations

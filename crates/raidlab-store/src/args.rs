@@ -92,10 +92,67 @@ pub fn created_json(c: &Created) -> Value {
     })
 }
 
-/// What assembly finds (read-only, like `mdadm --examine`).
+/// What assembly finds (read-only, like `mdadm --examine`); for a member file or block
+/// device instead of a directory, what its own superblock and bitmap say.
 pub fn examine(dir: &Path) -> Result<Value> {
+    if dir.exists() && !dir.is_dir() {
+        return examine_member(dir);
+    }
     let a = format::assemble(dir)?;
     Ok(assembled_json(&a))
+}
+
+/// One device's superblock and write-intent bitmap, as JSON (reads only).
+pub fn examine_member(path: &Path) -> Result<Value> {
+    use format::{BITMAP_BYTES, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
+    use std::os::unix::fs::FileExt;
+    let name = path.to_string_lossy().into_owned();
+    // Opened read-only: a member of a running array can be examined.
+    let dev = std::fs::File::open(path).map_err(|e| Error::io(&name, &e))?;
+    let mut b = [0u8; SUPERBLOCK_BYTES];
+    dev.read_exact_at(&mut b, SUPERBLOCK_OFFSET)
+        .map_err(|e| Error::store(&name, format!("its superblock cannot be read ({e})")))?;
+    let sb = format::decode(&b, &name)?;
+    let mut bm = vec![0u8; BITMAP_BYTES];
+    let bitmap = match dev
+        .read_exact_at(&mut bm, BITMAP_OFFSET)
+        .map_err(|e| e.to_string())
+        .and_then(|()| format::decode_bitmap(&bm, &name).map_err(|e| e.to_string()))
+    {
+        Ok(m) => json!({
+            "events": m.events,
+            "rows_per_region": m.rows_per_region,
+            "regions": m.dirty.len(),
+            "dirty_regions": m.dirty.iter().filter(|&&d| d).count(),
+        }),
+        Err(e) => json!({"error": e}),
+    };
+    let role = match sb.role {
+        format::DevRole::Slot(s) => json!(s),
+        format::DevRole::Spare => json!("spare"),
+        format::DevRole::Faulty => json!("faulty"),
+    };
+    let shape = sb.shape();
+    Ok(json!({
+        "member": name,
+        "name": sb.name,
+        "uuid": uuid_string(&sb.array_uuid),
+        "device_uuid": uuid_string(&sb.device_uuid),
+        "level": shape.level.name(),
+        "layout": shape.layout.name(),
+        "disks": shape.disks,
+        "chunk_bytes": shape.chunk_bytes,
+        "data_offset_bytes": shape.data_offset_bytes,
+        "member_data_bytes": shape.member_data_bytes,
+        "size_bytes": shape.size_bytes(),
+        "role": role,
+        "former_slot": sb.former_slot,
+        "events": sb.events,
+        "clean": sb.clean,
+        "failed": sb.failed,
+        "slots": sb.slots.iter().map(|s| slot_state_name(*s)).collect::<Vec<_>>(),
+        "bitmap": bitmap,
+    }))
 }
 
 pub fn assembled_json(a: &Assembled) -> Value {
@@ -131,6 +188,7 @@ pub fn assembled_json(a: &Assembled) -> Value {
         "dirty_regions": a.dirty_regions.as_ref().map(|d| d.iter().filter(|&&b| b).count()),
         "members": members,
         "spares": a.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
+        "faulty": a.faulty.iter().map(|(d, s)| json!({"path": d.path(), "slot": (*s != u32::MAX).then_some(*s)})).collect::<Vec<_>>(),
         "warnings": a.warnings,
     })
 }

@@ -1,9 +1,15 @@
 //! The control socket `DIR/control.sock` that `raidlab ctl` talks to.
 //!
 //! One JSON object per line each way. Requests: `{"cmd": "status"}`, `{"cmd": "fail",
-//! "slot": K}`, `{"cmd": "add-spare", "path": P}`, `{"cmd": "remove", "target": "K or P"}`,
-//! `{"cmd": "check"}`. Replies: `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. A
-//! bad request gets an error reply; the connection and the server go on.
+//! "slot": K, "force": false}`, `{"cmd": "add-spare", "path": P}`, `{"cmd": "remove",
+//! "target": "K or P"}`, `{"cmd": "re-add", "target": "K or P"}`, `{"cmd": "check"}`.
+//! Replies: `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. A bad request gets an
+//! error reply; the connection and the server go on. A relative path is taken relative to
+//! the array directory (the CLI sends absolute paths, resolved where it runs).
+//!
+//! `fail` refuses a slot whose failure would fail the array unless `"force": true`, and
+//! changes nothing then. `add-spare` locks the device (see `crate::device`) and preallocates
+//! a regular file before it joins; `remove` releases the lock.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -15,6 +21,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::ctrl::Controller;
+use crate::device::{self, Locks};
 use crate::format;
 use crate::member::{FileMember, Member};
 
@@ -24,6 +31,16 @@ pub const SOCKET_NAME: &str = "control.sock";
 const LINE_BYTES_MAX: u64 = 64 * 1024;
 /// Control connections served at once (more are refused with an error line).
 const CONNECTIONS_MAX: usize = 8;
+
+/// What the control socket needs of its server besides the controller.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// The server's device locks (a spare added is locked, a device removed released).
+    pub locks: Locks,
+    /// `serve --read-only`: requests that change the array (fail, add-spare, remove,
+    /// re-add) are refused.
+    pub read_only: bool,
+}
 
 pub fn socket_path(dir: &Path) -> PathBuf {
     dir.join(SOCKET_NAME)
@@ -52,7 +69,13 @@ pub fn bind(dir: &Path) -> raidlab::Result<UnixListener> {
 }
 
 /// Serve control connections until `stop`; removes the socket file on return.
-pub fn run(listener: UnixListener, dir: PathBuf, ctl: Arc<Controller>, stop: Arc<AtomicBool>) {
+pub fn run(
+    listener: UnixListener,
+    dir: PathBuf,
+    ctl: Arc<Controller>,
+    stop: Arc<AtomicBool>,
+    served: Arc<Served>,
+) {
     let active = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     while !stop.load(Ordering::SeqCst) {
@@ -67,10 +90,15 @@ pub fn run(listener: UnixListener, dir: PathBuf, ctl: Arc<Controller>, stop: Arc
                     continue;
                 }
                 active.fetch_add(1, Ordering::SeqCst);
-                let (ctl, dir, active, stop) =
-                    (ctl.clone(), dir.clone(), active.clone(), stop.clone());
+                let (ctl, dir, active, stop, served) = (
+                    ctl.clone(),
+                    dir.clone(),
+                    active.clone(),
+                    stop.clone(),
+                    served.clone(),
+                );
                 handles.push(std::thread::spawn(move || {
-                    serve_conn(stream, &dir, &ctl, &stop);
+                    serve_conn(stream, &dir, &ctl, &stop, &served);
                     active.fetch_sub(1, Ordering::SeqCst);
                 }));
                 handles.retain(|h: &std::thread::JoinHandle<()>| !h.is_finished());
@@ -90,7 +118,13 @@ pub fn run(listener: UnixListener, dir: PathBuf, ctl: Arc<Controller>, stop: Arc
     let _ = std::fs::remove_file(socket_path(&dir));
 }
 
-fn serve_conn(stream: UnixStream, dir: &Path, ctl: &Controller, stop: &AtomicBool) {
+fn serve_conn(
+    stream: UnixStream,
+    dir: &Path,
+    ctl: &Controller,
+    stop: &AtomicBool,
+    served: &Served,
+) {
     // A read timeout lets the connection notice a stop while a client idles.
     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
     let Ok(mut out) = stream.try_clone() else {
@@ -122,7 +156,7 @@ fn serve_conn(stream: UnixStream, dir: &Path, ctl: &Controller, stop: &AtomicBoo
             return;
         }
         let reply = match serde_json::from_str::<Value>(line.trim()) {
-            Ok(req) => handle(&req, dir, ctl),
+            Ok(req) => handle(&req, dir, ctl, served),
             Err(e) => json!({"ok": false, "error": format!("not a JSON request: {e}")}),
         };
         if writeln!(out, "{reply}").is_err() {
@@ -136,8 +170,14 @@ fn fail(msg: impl Into<String>) -> Value {
 }
 
 /// Answer one request.
-pub fn handle(req: &Value, dir: &Path, ctl: &Controller) -> Value {
+pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Value {
     let cmd = req.get("cmd").and_then(Value::as_str).unwrap_or("");
+    let locks = &served.locks;
+    if served.read_only && matches!(cmd, "fail" | "add-spare" | "remove" | "re-add") {
+        return fail(format!(
+            "{cmd}: the array is served read-only (`serve --read-only`): nothing is changed"
+        ));
+    }
     match cmd {
         "status" => {
             let mut v = ctl.status();
@@ -154,6 +194,15 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller) -> Value {
                     ctl.shape().disks
                 ));
             }
+            let force = req.get("force").and_then(Value::as_bool).unwrap_or(false);
+            if !force {
+                if let Some(why) = ctl.fail_would_kill(slot as u32) {
+                    return fail(format!(
+                        "fail: slot {slot}: failing it would fail the array ({why}; slots failed now: {}); nothing changed (`ctl fail {slot} --force` fails it anyway)",
+                        failed_slots(ctl)
+                    ));
+                }
+            }
             match ctl.fail_member(slot as u32, "failed by ctl") {
                 Ok(()) => json!({"ok": true, "state": ctl.state_word()}),
                 Err(e) => json!({"ok": true, "state": ctl.state_word(), "warning": e.to_string()}),
@@ -163,7 +212,7 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller) -> Value {
             let Some(path) = req.get("path").and_then(Value::as_str) else {
                 return fail("add-spare: expected a path");
             };
-            add_spare(dir, ctl, path)
+            add_spare(dir, ctl, locks, path)
         }
         "remove" => {
             let Some(target) = req.get("target").and_then(Value::as_str) else {
@@ -171,6 +220,7 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller) -> Value {
             };
             match ctl.remove(target) {
                 Ok(path) => {
+                    locks.release(&path);
                     if let Err(e) = format::remove_from_manifest(dir, Path::new(&path)) {
                         return fail(e.to_string());
                     }
@@ -179,18 +229,43 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller) -> Value {
                 Err(e) => fail(e.to_string()),
             }
         }
+        "re-add" => {
+            let Some(target) = req.get("target").and_then(Value::as_str) else {
+                return fail("re-add: expected a slot number or a path");
+            };
+            match ctl.re_add(target) {
+                Ok(path) => json!({"ok": true, "re_added": path, "state": ctl.state_word()}),
+                Err(e) => fail(format!("re-add: {e}")),
+            }
+        }
         "check" => {
             let rep = ctl.check();
             json!({"ok": true, "rows": rep.rows, "mismatches": rep.mismatches, "skipped": rep.skipped})
         }
         "" => fail("expected {\"cmd\": ...}"),
         other => fail(format!(
-            "unknown command {other:?} (expected status, fail, add-spare, remove or check)"
+            "unknown command {other:?} (expected status, fail, add-spare, remove, re-add or check)"
         )),
     }
 }
 
-fn add_spare(dir: &Path, ctl: &Controller, path: &str) -> Value {
+/// The failed slots, for messages ("1, 3" or "none").
+fn failed_slots(ctl: &Controller) -> String {
+    let s: Vec<String> = ctl
+        .slot_states()
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| **st != crate::ctrl::SlotState::InSync)
+        .map(|(i, _)| i.to_string())
+        .collect();
+    if s.is_empty() {
+        "none".into()
+    } else {
+        s.join(", ")
+    }
+}
+
+fn add_spare(dir: &Path, ctl: &Controller, locks: &Locks, path: &str) -> Value {
     let resolved = if Path::new(path).is_absolute() {
         PathBuf::from(path)
     } else {
@@ -212,16 +287,30 @@ fn add_spare(dir: &Path, ctl: &Controller, path: &str) -> Value {
     if known {
         return fail(format!("{text}: already listed as a device of this array"));
     }
+    // Locked before anything is written; the lock is kept while it is part of the array.
+    let lock = match device::lock_exclusive(&resolved) {
+        Ok(l) => l,
+        Err(e) => return fail(e.to_string()),
+    };
     let dev = match FileMember::open(&text) {
         Ok(d) => d,
         Err(e) => return fail(format!("{text}: {e}")),
     };
+    let need = ctl.shape().data_offset_bytes + ctl.shape().member_data_bytes;
+    if dev.len_bytes() >= need {
+        // A regular file's blocks are reserved now, so a full file system is found here and
+        // not by the rebuild's writes. Its length is kept: a smaller file is refused below.
+        if let Err(e) = device::preallocate(&resolved, dev.len_bytes()) {
+            return fail(e.to_string());
+        }
+    }
     let dev: Arc<dyn Member> = Arc::new(dev);
     // The superblock is written (as a spare) by the controller's persist before the
     // manifest names the device, so assembly never finds a listed device without one.
     if let Err(e) = ctl.add_spare(dev) {
         return fail(e.to_string());
     }
+    locks.add(lock);
     if let Err(e) = format::add_to_manifest(dir, &resolved) {
         return fail(e.to_string());
     }
@@ -269,7 +358,7 @@ mod tests {
         );
         let t = {
             let (dir, ctl, stop) = (dir.clone(), ctl.clone(), stop.clone());
-            std::thread::spawn(move || run(listener, dir, ctl, stop))
+            std::thread::spawn(move || run(listener, dir, ctl, stop, Default::default()))
         };
         let ask = |v: Value| request(&dir, &v).unwrap();
         assert_eq!(ask(json!({"cmd": "status"}))["state"], "active");

@@ -11,6 +11,7 @@
 //! - `format`: the on-disk superblock, the write-intent bitmap and assembly rules;
 //! - `nbd`: the NBD protocol (fixed newstyle) and the server front, with a `Backend` trait;
 //! - `ctrl`: the controller (array state, request paths, read cache, rebuild, resync, check);
+//! - `device`: exclusive locks on members and spares, preallocation of member files;
 //! - `serve`, `control`: `raidlab serve` and its control socket (`raidlab ctl`);
 //! - `wb`: the write-back cache (the core's `WriteCache` on real pages), its backups
 //!   (`mirror`, RAPID-Cache's `log`) and crash recovery;
@@ -28,6 +29,7 @@ pub mod control;
 #[doc(hidden)]
 pub mod crash;
 pub mod ctrl;
+pub mod device;
 pub mod format;
 pub mod member;
 pub mod model;

@@ -12,6 +12,7 @@ use raidlab::{Error, Result};
 
 use crate::control;
 use crate::ctrl::{Controller, IoFail, Options};
+use crate::device::Locks;
 use crate::format::{self, SuperblockSink};
 use crate::nbd::{self, Backend, BlockSize, Errno, Limits, Listen, ServeStats, Server};
 use crate::wb::setup::WbOptions;
@@ -36,6 +37,11 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// Serve on an address other than loopback without TLS (NBD has no other protection).
     pub insecure: bool,
+    /// Start an array recorded failed, or with a stale member (md's `--assemble --force`).
+    pub force: bool,
+    /// Export read-only and write nothing to the members (no resync, rebuild, or superblock
+    /// update; `ctl` requests that change the array are refused).
+    pub read_only: bool,
 }
 
 /// The NBD limits `raidlab serve` uses unless told otherwise: those of the server, with
@@ -146,6 +152,8 @@ impl Default for ServeOptions {
             backup_discard: false,
             limits: default_limits(),
             insecure: false,
+            force: false,
+            read_only: false,
         }
     }
 }
@@ -240,6 +248,8 @@ impl ServeOptions {
             backup_discard: false,
             limits: default_limits(),
             insecure: false,
+            force: false,
+            read_only: false,
         })
     }
 }
@@ -249,6 +259,8 @@ pub struct Export {
     pub ctl: Arc<Controller>,
     pub wb: Option<Arc<WriteBack>>,
     pub name: String,
+    /// Advertised read-only; the NBD layer refuses writes with EPERM.
+    pub read_only: bool,
 }
 
 fn errno(e: IoFail) -> Errno {
@@ -274,6 +286,9 @@ impl Backend for Export {
     }
     fn size_bytes(&self) -> u64 {
         self.ctl.size_bytes()
+    }
+    fn read_only(&self) -> bool {
+        self.read_only
     }
     fn block_size(&self) -> BlockSize {
         let chunk = u32::try_from(self.ctl.shape().chunk_bytes).unwrap_or(1 << 30);
@@ -340,6 +355,7 @@ pub fn controller_from(a: &format::Assembled, opts: Options) -> Result<Controlle
     )?;
     ctl.assume_clean(a.clean);
     ctl.init_intent(a.dirty_regions.clone());
+    ctl.adopt_faulty(&a.faulty);
     Ok(ctl)
 }
 
@@ -353,16 +369,51 @@ pub fn serve(
 ) -> Result<ServeSummary> {
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
     check_listen_secure(&listen, opts.insecure)?;
-    let a = format::assemble(dir)?;
+    if opts.read_only && opts.force {
+        return Err(Error::config(
+            "--read-only",
+            "--force writes the superblocks; it cannot be combined with --read-only",
+        ));
+    }
+    if opts.read_only && opts.wb.is_some() {
+        return Err(Error::config(
+            "--read-only",
+            "a write cache cannot be combined with --read-only",
+        ));
+    }
+    let a = format::assemble_with(dir, opts.force)?;
+    if opts.read_only && std::fs::symlink_metadata(dir.join("wb.json")).is_ok() {
+        return Err(Error::store(
+            dir.join("wb.json").display().to_string(),
+            "the last run's write-cache backup must be replayed (a write): start once without --read-only",
+        ));
+    }
+    // Every device this server may write is locked before anything is written: a second
+    // process (another `serve`, a `create --force`) is refused, naming the device.
+    let locks = Locks::lock_all(
+        a.devs
+            .iter()
+            .flatten()
+            .chain(&a.spares)
+            .chain(a.faulty.iter().map(|(d, _)| d))
+            .map(|d| d.path()),
+    )?;
+    let served = Arc::new(control::Served {
+        locks,
+        read_only: opts.read_only,
+    });
     for w in &a.warnings {
         eprintln!("raidlab serve: warning: {w}");
+    }
+    for f in &a.forced {
+        eprintln!("raidlab serve: warning: --force: {f}; every region is resynced");
     }
     let control_listener = control::bind(dir)?;
     let ctl_opts = Options {
         cache: opts.cache.clone(),
         rebuild_order: opts.rebuild_order,
         rebuild_rate: opts.rebuild_rate,
-        auto_rebuild: true,
+        auto_rebuild: !opts.read_only,
     };
     let ctl = Arc::new(controller_from(&a, ctl_opts)?);
     let (wb, started) =
@@ -417,14 +468,26 @@ pub fn serve(
     }
     server = server.with_limits(opts.limits.clone());
     let addr = server.local_addr();
-    let bg = ctl.spawn_background();
+    if !a.forced.is_empty() {
+        // The forced start is recorded now (the failure record cleared, the stale member's
+        // events brought up), so the next start needs no --force.
+        ctl.checkpoint();
+    }
+    // Read-only: no background work (resync, rebuild and bitmap clearing all write).
+    let bg = (!opts.read_only).then(|| ctl.spawn_background());
+    if opts.read_only {
+        eprintln!(
+            "raidlab serve: {}: read-only: writes are refused; no resync or rebuild runs",
+            a.name
+        );
+    }
     let destager = wb.as_ref().map(|w| w.spawn_destager());
     let control_stop = Arc::new(AtomicBool::new(false));
     let control_thread = {
         let (ctl, dir, stop) = (ctl.clone(), dir.to_path_buf(), control_stop.clone());
         std::thread::Builder::new()
             .name("raidlab-ctl".into())
-            .spawn(move || control::run(control_listener, dir, ctl, stop))
+            .spawn(move || control::run(control_listener, dir, ctl, stop, served))
             .map_err(|e| Error::io("control thread", &e))?
     };
     let s = a.shape.clone();
@@ -440,6 +503,7 @@ pub fn serve(
         ctl: ctl.clone(),
         wb: wb.clone(),
         name: a.name.clone(),
+        read_only: opts.read_only,
     });
     let served = server.run(export, stop);
     // Drained: no request is in flight. Destage the write cache, stop the background work,
@@ -449,10 +513,24 @@ pub fn serve(
         _ => true,
     };
     ctl.stop();
-    let _ = bg.join();
+    if let Some(bg) = bg {
+        let _ = bg.join();
+    }
     control_stop.store(true, Ordering::SeqCst);
     let _ = control_thread.join();
     let nbd = served.map_err(|e| Error::io(addr.clone(), &e))?;
+    if opts.read_only {
+        let state = ctl.state_word();
+        eprintln!(
+            "raidlab serve: {} stopped ({state}, read-only: nothing written); {} requests served",
+            a.name, nbd.requests
+        );
+        return Ok(ServeSummary {
+            nbd,
+            state,
+            clean: ctl.is_clean(),
+        });
+    }
     let _ = ctl.flush();
     let clean = wb_drained && !ctl.resync_pending() && ctl.state_word() != "failed";
     if clean {
@@ -475,10 +553,16 @@ pub fn serve(
     Ok(ServeSummary { nbd, state, clean })
 }
 
-/// Set `stop` on SIGINT and SIGTERM for as long as the guard lives.
+/// Set `stop` on SIGINT and SIGTERM for as long as the guard lives. SIGHUP is ignored with a
+/// log line (there is nothing to reload: the options are the command line's), so a closed
+/// terminal or a `systemctl reload` never kills the server and leaves the array dirty.
 pub struct SignalGuard {
     ids: Vec<signal_hook::SigId>,
 }
+
+/// Written from the SIGHUP handler with write(2), which is async-signal-safe.
+const SIGHUP_LINE: &[u8] =
+    b"raidlab serve: SIGHUP received: ignored (nothing to reload; SIGTERM or SIGINT stops the server)\n";
 
 impl SignalGuard {
     pub fn install(stop: &Arc<AtomicBool>) -> Result<SignalGuard> {
@@ -488,6 +572,15 @@ impl SignalGuard {
                 .map_err(|e| Error::io("signal handler", &e))?;
             ids.push(id);
         }
+        // SAFETY: the action only calls write(2) on stderr with a static buffer, which is
+        // async-signal-safe; it allocates and locks nothing.
+        let hup = unsafe {
+            signal_hook::low_level::register(signal_hook::consts::SIGHUP, || {
+                let _ = libc::write(2, SIGHUP_LINE.as_ptr().cast(), SIGHUP_LINE.len());
+            })
+        }
+        .map_err(|e| Error::io("signal handler", &e))?;
+        ids.push(hup);
         Ok(SignalGuard { ids })
     }
 }

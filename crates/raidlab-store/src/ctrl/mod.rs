@@ -17,6 +17,7 @@ pub mod cache;
 pub mod column;
 pub mod io;
 pub mod locks;
+mod ops;
 pub mod rebuild;
 pub mod status;
 pub mod sync;
@@ -177,6 +178,8 @@ pub struct Snapshot {
     pub spares: Vec<Arc<dyn Member>>,
     /// Devices that failed and were taken out of their slot (their superblocks say faulty).
     pub faulty: Vec<Arc<dyn Member>>,
+    /// The array lost more than its level survives (recorded so a restart knows).
+    pub failed: bool,
 }
 
 /// Persists snapshots (superblocks on every member); see `crate::meta`.
@@ -397,6 +400,7 @@ impl Controller {
             slots,
             spares: st.spares.clone(),
             faulty: st.faulty.clone(),
+            failed: st.dead.is_some(),
         };
         if let Err(e) = self.meta.persist(&snap) {
             eprintln!("raidlab serve: warning: writing superblocks failed: {e}");

@@ -3,7 +3,9 @@
 //!
 //! Rules, in order:
 //! 1. every device listed in `DIR/members.json` is opened; one that cannot be opened or read
-//!    is a missing member; one that is readable but holds no valid superblock is an error;
+//!    is a missing member; one whose superblock is unusable (corrupt, no magic, a newer
+//!    format) is left out with a warning and kept as a faulty device (`ctl re-add` rebuilds
+//!    onto it); one too small to hold a superblock is an error;
 //! 2. all superblocks must carry the same array UUID (the one most of them carry) and shape;
 //! 3. the freshest event counter wins: its superblocks' slot table says what each slot is;
 //! 4. per slot, the device holding it at the freshest event count is used; an older device
@@ -15,7 +17,11 @@
 //!    whose superblock says faulty, is left out;
 //! 5. the level must survive the slots left without a device (a recovering slot counts as
 //!    missing until its rebuild completes);
-//! 6. an unclean array's dirty regions are the OR of the live members' bitmaps; if any of
+//! 6. an array whose freshest superblocks record it failed is refused, as is a stale
+//!    member, unless forced (`serve --force`, md's `--assemble --force`): then the stale
+//!    member is used as it is, the failure record is cleared at the start, and every region
+//!    is resynced;
+//! 7. an unclean array's dirty regions are the OR of the live members' bitmaps; if any of
 //!    them cannot be read or is corrupt (a torn write), every region is dirty: a full resync
 //!    is always safe, a missed region is not.
 
@@ -52,6 +58,11 @@ pub struct Assembled {
     pub dirty_regions: Option<Vec<bool>>,
     /// Devices left out and slots missing, for the operator.
     pub warnings: Vec<String>,
+    /// Devices left out as faulty (recorded failed or faulty, or an unusable superblock),
+    /// with the slot each was taken out of (`u32::MAX` when unknown).
+    pub faulty: Vec<(Arc<dyn Member>, u32)>,
+    /// What `force` overrode (a failure record, stale members); empty when nothing was.
+    pub forced: Vec<String>,
 }
 
 struct Found {
@@ -76,12 +87,17 @@ fn shape_text(sb: &Superblock) -> String {
 /// A device that could not be opened or read: its path and why.
 type Unread = (String, String);
 
+/// A listed device whose superblock is unusable: its index in the manifest, the device and
+/// why.
+type Unusable = (usize, Arc<dyn Member>, String);
+
 /// Read every listed device's superblock. Unopenable or unreadable devices are returned in
-/// the second list with the reason.
-fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>)> {
+/// the second list with the reason, devices with an unusable superblock in the third.
+fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>, Vec<Unusable>)> {
     let mut found = Vec::new();
     let mut missing = Vec::new();
-    for p in paths {
+    let mut unusable = Vec::new();
+    for (index, p) in paths.iter().enumerate() {
         let name = p.to_string_lossy().into_owned();
         let dev = match FileMember::open(&name) {
             Ok(d) => d,
@@ -105,14 +121,20 @@ fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>)> {
             missing.push((name, format!("its superblock cannot be read ({e})")));
             continue;
         }
-        let sb = decode(&b, &name)?;
+        let sb = match decode(&b, &name) {
+            Ok(sb) => sb,
+            Err(e) => {
+                unusable.push((index, Arc::new(dev) as Arc<dyn Member>, e.to_string()));
+                continue;
+            }
+        };
         found.push(Found {
             name,
             dev: Arc::new(dev),
             sb,
         });
     }
-    Ok((found, missing))
+    Ok((found, missing, unusable))
 }
 
 /// The array UUID most devices carry (the first listed on a tie); errors on any other.
@@ -141,7 +163,7 @@ fn check_uuids(found: &[Found]) -> Result<[u8; 16]> {
 }
 
 /// Can `level` with `disks` slots serve with the slots in `lost` empty? `Err` says why not.
-fn survives(level: Level, disks: u32, lost: &[u32]) -> std::result::Result<(), String> {
+pub(crate) fn survives(level: Level, disks: u32, lost: &[u32]) -> std::result::Result<(), String> {
     let n = lost.len();
     match level {
         Level::Raid0 if n > 0 => Err("raid0 has no redundancy: every member is needed".into()),
@@ -165,15 +187,33 @@ fn survives(level: Level, disks: u32, lost: &[u32]) -> std::result::Result<(), S
 
 /// Assemble the array in `dir`. Reads only.
 pub fn assemble(dir: &Path) -> Result<Assembled> {
+    assemble_with(dir, false)
+}
+
+/// Assemble the array in `dir`; `force` starts a failed array and uses stale members (see
+/// rule 6). Reads only.
+pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
     let dname = dir.to_string_lossy().into_owned();
     let paths = read_manifest(dir)?;
-    let (found, missing) = read_all(&paths)?;
+    let (found, missing, unusable) = read_all(&paths)?;
     let mut warnings: Vec<String> = missing
         .iter()
         .map(|(n, why)| format!("{n}: {why}: treated as a missing member"))
         .collect();
+    for (_, d, why) in &unusable {
+        warnings.push(format!(
+            "{why}: left out as a faulty device (`ctl re-add {}` rebuilds onto it, `ctl remove` forgets it)",
+            d.path()
+        ));
+    }
+    let mut forced: Vec<String> = Vec::new();
+    let mut faulty: Vec<(Arc<dyn Member>, u32)> = Vec::new();
     if found.is_empty() {
-        let list: Vec<String> = missing.iter().map(|(n, w)| format!("{n} {w}")).collect();
+        let list: Vec<String> = missing
+            .iter()
+            .map(|(n, w)| format!("{n} {w}"))
+            .chain(unusable.iter().map(|(_, _, w)| w.clone()))
+            .collect();
         return Err(Error::store(
             &dname,
             format!("no member of the array can be read: {}", list.join("; ")),
@@ -198,6 +238,19 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
                 ),
             ));
         }
+    }
+    if sb0.failed {
+        let what = format!(
+            "the array failed (its superblocks at event {max} record that it lost more members than {} survives)",
+            sb0.level.name()
+        );
+        if !force {
+            return Err(Error::store(
+                &dname,
+                format!("{what}: check its members, then `raidlab serve --force` starts it with the members it has (rows being written at the failure may be inconsistent; every region is resynced)"),
+            ));
+        }
+        forced.push(what);
     }
     let shape = sb0.shape();
     let need = shape.data_offset_bytes + shape.member_data_bytes;
@@ -239,6 +292,7 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
                     "{}: its superblock says faulty (it failed and was taken out): left out",
                     f.name
                 ));
+                faulty.push((Arc::clone(&f.dev), f.sb.former_slot.unwrap_or(u32::MAX)));
                 continue;
             }
         };
@@ -249,6 +303,7 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
                 f.name
             ));
             why[s] = Some(format!("{} is recorded failed", f.name));
+            faulty.push((Arc::clone(&f.dev), s as u32));
             continue;
         }
         if let Some(h) = holder[s] {
@@ -278,11 +333,19 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
                 "{}: missed the last superblock update (events {e}, the array is at {max}; a crash while superblocks were written): used",
                 f.name
             )),
+            SlotState::InSync if e < max && force => {
+                let what = format!(
+                    "{}: stale member of slot {s} (events {e}, the array is at {max}) used as it is: its data may be out of date",
+                    f.name
+                );
+                warnings.push(format!("forced: {what}"));
+                forced.push(what);
+            }
             SlotState::InSync if e < max => {
                 return Err(Error::store(
                     &f.name,
                     format!(
-                        "stale member of slot {s}: its superblock is at event {e}, but {} is at event {max} and records the slot in sync, so its data may be out of date",
+                        "stale member of slot {s}: its superblock is at event {e}, but {} is at event {max} and records the slot in sync, so its data may be out of date (`raidlab serve --force` uses it anyway)",
                         fresh.name
                     ),
                 ))
@@ -324,8 +387,13 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
                 .or_else(|| {
                     // The manifest lists members in slot order at creation: name that path.
                     let p = paths.get(s)?.to_string_lossy().into_owned();
-                    let (_, w) = missing.iter().find(|(n, _)| *n == p)?;
-                    Some(format!("{p} {w}"))
+                    match missing.iter().find(|(n, _)| *n == p) {
+                        Some((_, w)) => Some(format!("{p} {w}")),
+                        None => unusable
+                            .iter()
+                            .find(|(i, _, _)| *i == s)
+                            .map(|(_, _, w)| w.clone()),
+                    }
                 })
                 .unwrap_or_else(|| "no listed device holds it".into())
         } else if recovering.is_some_and(|(r, _)| r as usize == s) {
@@ -350,17 +418,31 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
     for t in &lost_text {
         warnings.push(format!("degraded: {t}"));
     }
+    // A device with an unusable superblock: the manifest lists members in slot order at
+    // creation, so its index names the slot it most likely held when that slot is empty.
+    for (index, d, _) in unusable {
+        let slot = u32::try_from(index)
+            .ok()
+            .filter(|&s| s < shape.disks && holder[s as usize].is_none())
+            .unwrap_or(u32::MAX);
+        faulty.push((d, slot));
+    }
 
     // Clean only if every current superblock says so.
     let clean = found
         .iter()
         .filter(|f| f.sb.events == max)
         .all(|f| f.sb.clean);
-    let dirty_regions = if clean {
+    let dirty_regions = if !forced.is_empty() {
+        // Forced past a failure record or a stale member: nothing vouches for any row.
+        let rpr = rows_per_region(shape.rows());
+        Some(vec![true; shape.rows().div_ceil(rpr) as usize])
+    } else if clean {
         None
     } else {
         Some(read_dirty(&shape, &holder, &found, &mut warnings))
     };
+    let clean = clean && forced.is_empty();
     Ok(Assembled {
         dir: dir.to_path_buf(),
         name: sb0.name.clone(),
@@ -373,6 +455,8 @@ pub fn assemble(dir: &Path) -> Result<Assembled> {
         clean,
         dirty_regions,
         warnings,
+        faulty,
+        forced,
     })
 }
 

@@ -103,6 +103,7 @@ fn stale_member() {
                 slots: slots.clone(),
                 spares: vec![],
                 faulty: vec![],
+                failed: false,
             };
             sink.persist(&snap).unwrap();
         }
@@ -113,6 +114,10 @@ fn stale_member() {
             let want = format!("{}: stale member of slot 2", c.members[2].display());
             assert!(e.starts_with(&want), "{e}");
             assert!(e.contains("event 1") && e.contains("event 3"), "{e}");
+            assert!(e.contains("--force"), "{e}");
+            let f = assemble_with(&c.dir, true).unwrap();
+            assert!(f.devs.iter().all(|d| d.is_some()) && f.forced.len() == 1);
+            assert!(f.dirty_regions.as_ref().unwrap().iter().all(|&d| d));
         } else {
             let a = assemble(&c.dir).unwrap();
             assert!(a.devs.iter().all(|d| d.is_some()));
@@ -153,17 +158,91 @@ fn too_small_member() {
 
 #[test]
 fn corrupt_superblock() {
+    // One flipped byte in one member's superblock: left out as faulty, degraded start.
     let t = TempDir::new("asm-corrupt");
     let c = make(&t, "a", Level::Raid6, 4, 0);
-    let mut bytes = std::fs::read(&c.members[0]).unwrap();
-    bytes[4096 + 300] ^= 0x40;
-    std::fs::write(&c.members[0], bytes).unwrap();
-    let e = assemble_err(&c.dir);
+    let flip = |p: &Path| {
+        let mut bytes = std::fs::read(p).unwrap();
+        bytes[4096 + 300] ^= 0x40;
+        std::fs::write(p, bytes).unwrap();
+    };
+    flip(&c.members[0]);
+    let before = files(&c.dir);
+    let a = assemble(&c.dir).unwrap();
+    assert!(files(&c.dir) == before, "assemble wrote something");
+    assert!(a.devs[0].is_none() && a.devs[1..].iter().all(|d| d.is_some()));
     let want = format!(
         "{}: superblock checksum mismatch (corrupt)",
         c.members[0].display()
     );
-    assert!(e.starts_with(&want), "{e}");
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.starts_with(&want) && w.contains("faulty")),
+        "{:?}",
+        a.warnings
+    );
+    assert_eq!(a.faulty.len(), 1);
+    assert_eq!(a.faulty[0].1, 0, "the manifest's slot order names its slot");
+    // Served, it is listed faulty; re-added, it is rebuilt as a spare.
+    let ctl = crate::serve::controller_from(&a, Options::default()).unwrap();
+    assert_eq!(ctl.status()["faulty"][0]["slot"], 0);
+    assert_eq!(ctl.state_word(), "degraded");
+    ctl.re_add(&c.members[0].to_string_lossy()).unwrap();
+    while ctl.rebuild_step(64).is_some() {}
+    assert_eq!(ctl.state_word(), "clean");
+    drop(ctl);
+    let b = assemble(&c.dir).unwrap();
+    assert!(b.devs.iter().all(|d| d.is_some()) && b.faulty.is_empty());
+    // More corrupt superblocks than raid6 survives: refused, naming them.
+    for m in &c.members[..3] {
+        flip(m);
+    }
+    let e = assemble_err(&c.dir);
+    assert!(
+        e.contains("cannot assemble") && e.contains("raid6 survives 2"),
+        "{e}"
+    );
+}
+
+/// A superblock update that records the array failed: refused without force; with force it
+/// assembles dirty with every region to resync, and says what it overrode.
+#[test]
+fn failed_array_needs_force() {
+    let t = TempDir::new("asm-failed");
+    let c = make(&t, "a", Level::Raid5, 3, 0);
+    let a = assemble(&c.dir).unwrap();
+    let ctl = crate::serve::controller_from(&a, Options::default()).unwrap();
+    ctl.fail_member(0, "test").unwrap();
+    assert!(
+        ctl.fail_member(1, "test").is_err(),
+        "a second raid5 failure kills"
+    );
+    assert_eq!(ctl.state_word(), "failed");
+    drop(ctl);
+    let e = assemble_err(&c.dir);
+    assert!(
+        e.contains("the array failed") && e.contains("--force"),
+        "{e}"
+    );
+    let before = files(&c.dir);
+    let f = assemble_with(&c.dir, true).unwrap();
+    assert!(
+        files(&c.dir) == before,
+        "a forced assembly writes nothing by itself"
+    );
+    assert_eq!(f.forced.len(), 1);
+    assert!(!f.clean && f.dirty_regions.as_ref().unwrap().iter().all(|&d| d));
+    assert!(
+        f.devs[0].is_none() && f.devs[1].is_some(),
+        "slot 1 is re-admitted"
+    );
+    // Started (as `serve --force` does, with a checkpoint), the record is cleared.
+    let ctl = crate::serve::controller_from(&f, Options::default()).unwrap();
+    ctl.checkpoint();
+    drop(ctl);
+    let g = assemble(&c.dir).unwrap();
+    assert!(g.forced.is_empty() && g.devs[0].is_none());
 }
 
 #[test]
@@ -224,6 +303,7 @@ fn sink_records_are_what_assembly_sees() {
         slots,
         spares: vec![],
         faulty,
+        failed: false,
     };
     sink.persist(&snap).unwrap();
     let mut dirty = vec![false; a.shape.rows() as usize];
@@ -273,6 +353,7 @@ fn failed_slot_is_left_out_and_older_holder_superseded() {
         slots,
         spares: a.spares.clone(),
         faulty: vec![],
+        failed: false,
     };
     sink.persist(&snap).unwrap();
     let b = assemble(&c.dir).unwrap();
@@ -293,6 +374,7 @@ fn failed_slot_is_left_out_and_older_holder_superseded() {
         slots,
         spares: vec![],
         faulty: vec![],
+        failed: false,
     })
     .unwrap();
     std::fs::write(&c.members[1], old1).unwrap();

@@ -191,6 +191,33 @@ fn write_meta(f: &File, name: &str, sb: &Superblock, bitmap: &[u8], zero: bool) 
     f.sync_data().map_err(io)
 }
 
+/// Open (or make) one member and reserve its blocks: a new file is `need` bytes, allocated
+/// with fallocate (it reads as zeros); an explicit regular file keeps its bytes and has its
+/// first `need` bytes allocated; a block device is left as it is.
+fn open_member(p: &Path, explicit: bool, need: u64) -> Result<File> {
+    let name = display(p);
+    let f = if explicit {
+        OpenOptions::new().read(true).write(true).open(p)
+    } else {
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(p)
+    }
+    .map_err(|e| Error::io(&name, &e))?;
+    let regular = f.metadata().map_err(|e| Error::io(&name, &e))?.is_file();
+    if regular {
+        crate::device::preallocate_file(&f, &name, need)?;
+        if !explicit {
+            // Where fallocate is not supported, the file is sparse.
+            f.set_len(need).map_err(|e| Error::io(&name, &e))?;
+        }
+    }
+    Ok(f)
+}
+
 /// Create the array `spec` describes. Everything is validated before the first write.
 pub fn create(spec: &CreateSpec) -> Result<Created> {
     let size = validate(spec)?;
@@ -200,6 +227,14 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
         return Err(Error::store(display(dir), "exists and is not a directory"));
     }
     let mp = manifest_path(dir);
+    // A running array is never overwritten, --force or not: its server would go on writing
+    // the old layout over the new one.
+    if crate::control::is_served(dir) {
+        return Err(Error::store(
+            display(dir),
+            "holds a running array (its control socket answers): stop its server first; --force does not override this",
+        ));
+    }
     if mp.exists() && !spec.force {
         return Err(Error::store(
             display(&mp),
@@ -251,6 +286,18 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
         }
     };
 
+    // A device some server holds (this array's under another name, or another array's) is
+    // refused even with --force.
+    for p in &paths {
+        crate::device::check_unlocked(p).map_err(|e| match e {
+            Error::Store { path, msg } => Error::store(
+                path,
+                format!("{msg}; a device of a running array is never reused, even with --force"),
+            ),
+            other => other,
+        })?;
+    }
+
     // Validated: from here on, write.
     std::fs::create_dir_all(dir).map_err(|e| Error::io(display(dir), &e))?;
     let uuid = new_uuid();
@@ -270,22 +317,24 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
     let rpr = rows_per_region(shape.rows());
     let regions = shape.rows().div_ceil(rpr) as usize;
     let bitmap = encode_bitmap(1, rpr, &vec![initial_resync; regions]);
-    for (i, p) in paths.iter().enumerate() {
+    // Every device is opened (new files made) and its blocks reserved before any metadata is
+    // written: a full file system stops the create here, and the new files are removed.
+    let mut files = Vec::with_capacity(paths.len());
+    for p in &paths {
+        match open_member(p, explicit, need) {
+            Ok(f) => files.push(f),
+            Err(e) => {
+                if !explicit {
+                    for q in &paths[..files.len() + 1] {
+                        let _ = std::fs::remove_file(q);
+                    }
+                }
+                return Err(e);
+            }
+        }
+    }
+    for (i, (p, f)) in paths.iter().zip(&files).enumerate() {
         let name = display(p);
-        let f = if explicit {
-            OpenOptions::new().read(true).write(true).open(p)
-        } else {
-            File::options()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(p)
-        }
-        .map_err(|e| Error::io(&name, &e))?;
-        if !explicit {
-            f.set_len(need).map_err(|e| Error::io(&name, &e))?;
-        }
         let role = if i < spec.disks as usize {
             DevRole::Slot(i as u32)
         } else {
@@ -304,10 +353,12 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
             member_data_bytes: size,
             events: 1,
             clean: !initial_resync,
+            failed: false,
+            former_slot: None,
             slots: vec![SlotState::InSync; spec.disks as usize],
         };
-        // A new sparse file reads as zeros already.
-        write_meta(&f, &name, &sb, &bitmap, explicit)?;
+        // A new file reads as zeros already.
+        write_meta(f, &name, &sb, &bitmap, explicit)?;
     }
     // The manifest last: its presence marks a complete array. It syncs DIR, which also makes
     // the new member files' names durable.

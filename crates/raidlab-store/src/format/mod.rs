@@ -35,8 +35,9 @@
 //! | 112    | 8    | member data bytes (a whole number of chunks)                       |
 //! | 120    | 8    | bitmap offset bytes (8192)                                         |
 //! | 128    | 8    | event counter                                                      |
-//! | 136    | 4    | flags: bit 0 = clean (no write can be in flight)                   |
-//! | 140    | 116  | reserved, zero                                                     |
+//! | 136    | 4    | flags: bit 0 = clean (no write can be in flight), bit 1 = failed (more members lost than the level survives: `serve --force` to start) |
+//! | 140    | 4    | a faulty device's former slot plus one (0: not recorded)           |
+//! | 144    | 112  | reserved, zero                                                     |
 //! | 256    | 256  | slot states, one byte per slot: 0 in sync, 1 failed, 2 recovering  |
 //! | 512    | 2048 | per slot, u64: rebuild checkpoint (rows below it rebuilt) of a recovering slot |
 //! | 2560   | 1536 | reserved, zero                                                     |
@@ -68,7 +69,7 @@ pub mod sink;
 pub mod size;
 pub mod superblock;
 
-pub use assemble::{assemble, Assembled};
+pub use assemble::{assemble, assemble_with, Assembled};
 pub use bitmap::{decode_bitmap, encode_bitmap, Bitmap};
 pub use create::{create, CreateSpec, Created};
 pub use manifest::{

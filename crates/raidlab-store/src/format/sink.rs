@@ -10,7 +10,7 @@ use super::superblock::{decode, DevRole, Superblock};
 use super::{new_uuid, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
 use crate::ctrl::sync::{rows_per_region, REGIONS_MAX};
 use crate::ctrl::{MetaSink, Shape, SlotState, Snapshot};
-use crate::member::Member;
+use crate::member::{DevId, Member};
 
 /// Writes every snapshot to each device's superblock and the bitmap to every slot device.
 pub struct SuperblockSink {
@@ -33,6 +33,8 @@ struct Inner {
     current: HashSet<String>,
     /// Each device's own UUID, kept across rewrites of its superblock.
     dev_uuids: HashMap<String, [u8; 16]>,
+    /// The slot each device last held: a faulty device's superblock records it.
+    slot_of: HashMap<DevId, u32>,
 }
 
 fn named(dev: &dyn Member, what: &str, e: io::Error) -> io::Error {
@@ -55,6 +57,7 @@ impl SuperblockSink {
                 dirty: vec![false; regions],
                 current: HashSet::new(),
                 dev_uuids: HashMap::new(),
+                slot_of: HashMap::new(),
             }),
             shape,
         }
@@ -72,6 +75,16 @@ impl SuperblockSink {
                 }
             }
             inner.slot_devs = a.devs.clone();
+            for (s, d) in a.devs.iter().enumerate() {
+                if let Some(d) = d {
+                    inner.slot_of.insert(d.identity(), s as u32);
+                }
+            }
+            for (d, s) in &a.faulty {
+                if *s != u32::MAX {
+                    inner.slot_of.insert(d.identity(), *s);
+                }
+            }
             inner.current = a
                 .devs
                 .iter()
@@ -104,7 +117,13 @@ impl SuperblockSink {
         u
     }
 
-    fn superblock(&self, snap: &Snapshot, role: DevRole, device_uuid: [u8; 16]) -> Superblock {
+    fn superblock(
+        &self,
+        snap: &Snapshot,
+        role: DevRole,
+        device_uuid: [u8; 16],
+        former_slot: Option<u32>,
+    ) -> Superblock {
         Superblock {
             array_uuid: self.uuid,
             device_uuid,
@@ -118,6 +137,8 @@ impl SuperblockSink {
             member_data_bytes: self.shape.member_data_bytes,
             events: snap.events,
             clean: snap.clean,
+            failed: snap.failed,
+            former_slot,
             slots: snap
                 .slots
                 .iter()
@@ -149,6 +170,11 @@ impl MetaSink for SuperblockSink {
         let mut inner = self.lock();
         inner.events = snap.events;
         inner.slot_devs = snap.slots.iter().map(|(d, _)| d.clone()).collect();
+        for (s, (d, _)) in snap.slots.iter().enumerate() {
+            if let Some(d) = d {
+                inner.slot_of.insert(d.identity(), s as u32);
+            }
+        }
         let bitmap = encode_bitmap(snap.events, self.rows_per_region, &inner.dirty);
         let mut first_err: Option<io::Error> = None;
         let mut current = HashSet::new();
@@ -163,8 +189,16 @@ impl MetaSink for SuperblockSink {
         for (dev, role) in roles {
             let faulty = role == DevRole::Faulty;
             let u = self.dev_uuid(&mut inner, dev.as_ref());
+            let former = if faulty {
+                inner.slot_of.get(&dev.identity()).copied()
+            } else {
+                None
+            };
             let mut r = dev
-                .write_at(&self.superblock(snap, role, u).encode(), SUPERBLOCK_OFFSET)
+                .write_at(
+                    &self.superblock(snap, role, u, former).encode(),
+                    SUPERBLOCK_OFFSET,
+                )
                 .map_err(|e| named(dev.as_ref(), "writing the superblock", e));
             if let (Ok(()), DevRole::Slot(_)) = (&r, role) {
                 if inner.current.contains(dev.path()) {
@@ -269,6 +303,7 @@ mod tests {
             ],
             spares: vec![Arc::clone(&sp)],
             faulty: vec![b.clone() as Arc<dyn Member>],
+            failed: false,
         };
         sink.persist(&snap).unwrap();
         let sb_of = |m: &dyn Member| {

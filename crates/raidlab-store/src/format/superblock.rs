@@ -20,6 +20,10 @@ pub const NAME_BYTES: usize = 32;
 const ROLE_SPARE: u32 = 0xFFFF_FFFF;
 const ROLE_FAULTY: u32 = 0xFFFF_FFFE;
 const FLAG_CLEAN: u32 = 1;
+/// The array lost more members than its level survives; `serve --force` is needed to start.
+const FLAG_FAILED: u32 = 2;
+/// The slot a faulty device was taken out of, plus one (0: not recorded).
+const OFF_FORMER_SLOT: usize = 140;
 const OFF_CRC: usize = 12;
 const OFF_STATES: usize = 256;
 const OFF_CHECKPOINTS: usize = 512;
@@ -49,6 +53,10 @@ pub struct Superblock {
     pub member_data_bytes: u64,
     pub events: u64,
     pub clean: bool,
+    /// The array had failed (more members lost than the level survives) at this event.
+    pub failed: bool,
+    /// For a faulty device: the slot it was taken out of, when recorded.
+    pub former_slot: Option<u32>,
     /// One entry per slot (`disks` of them).
     pub slots: Vec<SlotState>,
 }
@@ -90,7 +98,14 @@ impl Superblock {
         put64(&mut b, 112, self.member_data_bytes);
         put64(&mut b, 120, BITMAP_OFFSET);
         put64(&mut b, 128, self.events);
-        put32(&mut b, 136, if self.clean { FLAG_CLEAN } else { 0 });
+        let flags =
+            if self.clean { FLAG_CLEAN } else { 0 } | if self.failed { FLAG_FAILED } else { 0 };
+        put32(&mut b, 136, flags);
+        put32(
+            &mut b,
+            OFF_FORMER_SLOT,
+            self.former_slot.map_or(0, |s| s.saturating_add(1)),
+        );
         for (i, st) in self.slots.iter().take(DISKS_MAX as usize).enumerate() {
             let (code, cp) = match *st {
                 SlotState::InSync => (0, 0),
@@ -300,9 +315,19 @@ pub fn decode(bytes: &[u8], path: &str) -> Result<Superblock> {
     };
     let events = get64(b, 128);
     let flags = get32(b, 136);
-    if flags & !FLAG_CLEAN != 0 {
+    if flags & !(FLAG_CLEAN | FLAG_FAILED) != 0 {
         return Err(impossible(format!("unknown flags {flags:#x}")));
     }
+    let former_slot = match get32(b, OFF_FORMER_SLOT) {
+        0 => None,
+        s if s <= disks => Some(s - 1),
+        s => {
+            return Err(impossible(format!(
+                "former slot {}, expected a slot below {disks}",
+                s - 1
+            )))
+        }
+    };
     let rows = member_data_bytes / chunk_bytes;
     let mut slots = Vec::with_capacity(disks as usize);
     for i in 0..disks as usize {
@@ -336,6 +361,8 @@ pub fn decode(bytes: &[u8], path: &str) -> Result<Superblock> {
         member_data_bytes,
         events,
         clean: flags & FLAG_CLEAN != 0,
+        failed: flags & FLAG_FAILED != 0,
+        former_slot,
         slots,
     })
 }
@@ -359,6 +386,8 @@ mod tests {
             member_data_bytes: 64 * 65536,
             events: 0x0102_0304_0506_0708,
             clean: true,
+            failed: false,
+            former_slot: None,
             slots: vec![
                 SlotState::InSync,
                 SlotState::Failed,
@@ -380,6 +409,8 @@ mod tests {
             let s = Superblock {
                 role,
                 clean: false,
+                failed: role == DevRole::Slot(0),
+                former_slot: (role == DevRole::Faulty).then_some(3),
                 ..sample()
             };
             assert_eq!(decode(&s.encode(), "x").unwrap(), s);
@@ -467,6 +498,7 @@ mod tests {
             (|b| put64(b, 112, 0), "member data size"),
             (|b| put32(b, 92, 4), "role (slot) 4"),
             (|b| put32(b, 136, 6), "unknown flags"),
+            (|b| put32(b, OFF_FORMER_SLOT, 5), "former slot 4"),
             (|b| b[OFF_STATES + 1] = 9, "slot 1 state 9"),
             (|b| put64(b, OFF_CHECKPOINTS + 16, 65), "checkpoint 65"),
             (|b| b[60] = b'z', "after its NUL"),
