@@ -182,17 +182,40 @@ pub struct Snapshot {
     pub failed: bool,
 }
 
-/// Persists snapshots (superblocks on every member); see `crate::meta`.
-pub trait MetaSink: Send + Sync {
-    /// Write `snap` to the members' metadata. Called with the state lock held for writing,
-    /// so snapshots are written in event order. An error is logged by the caller; the array
-    /// keeps serving (md does the same when a superblock write fails on a member it then
-    /// fails).
-    fn persist(&self, snap: &Snapshot) -> std::io::Result<()>;
+/// What a metadata update could not do: the devices whose superblock or bitmap write (or
+/// its sync, or the preflush before it) failed, with the OS error, and an error that is no
+/// single device's.
+#[derive(Debug, Default)]
+pub struct MetaError {
+    pub devices: Vec<(Arc<dyn Member>, String)>,
+    pub other: Option<String>,
+}
 
-    /// Make the write-intent bitmap durable: `dirty[g]` for every region `g`. Called before
-    /// the first write into a newly dirty region, and when idle regions are cleared.
-    fn write_intent(&self, _dirty: &[bool]) -> std::io::Result<()> {
+impl std::fmt::Display for MetaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = self
+            .devices
+            .iter()
+            .map(|(d, why)| format!("{}: {why}", d.path()))
+            .collect();
+        parts.extend(self.other.clone());
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// Persists snapshots (superblocks on every member); see `crate::format::SuperblockSink`.
+pub trait MetaSink: Send + Sync {
+    /// Write `snap` to the members' metadata, durably. Called with the state lock held for
+    /// writing, so snapshots are written in event order. The callee tries every device and
+    /// reports each one that failed; the caller fails those devices, as md fails a member
+    /// whose superblock write fails, and persists again.
+    fn persist(&self, snap: &Snapshot) -> Result<(), MetaError>;
+
+    /// Make the write-intent bitmap durable on every slot device: `dirty[g]` for every
+    /// region `g`. Called before the first write into a newly dirty region, and when idle
+    /// regions are cleared. A device it fails on is failed by the caller before any data
+    /// is written under the new bits.
+    fn write_intent(&self, _dirty: &[bool]) -> Result<(), MetaError> {
         Ok(())
     }
 }
@@ -200,7 +223,7 @@ pub trait MetaSink: Send + Sync {
 /// A sink that persists nothing (tests of the data path).
 pub struct NoMeta;
 impl MetaSink for NoMeta {
-    fn persist(&self, _snap: &Snapshot) -> std::io::Result<()> {
+    fn persist(&self, _snap: &Snapshot) -> Result<(), MetaError> {
         Ok(())
     }
 }
@@ -379,6 +402,10 @@ impl Controller {
 
     /// Persist the current state (event counter bumped); called with the write lock held.
     pub(crate) fn persist(&self, st: &mut State) {
+        self.persist_at(st, 0);
+    }
+
+    fn persist_at(&self, st: &mut State, depth: usize) {
         st.events += 1;
         let slots = (0..self.shape.disks)
             .map(|s| {
@@ -402,8 +429,65 @@ impl Controller {
             faulty: st.faulty.clone(),
             failed: st.dead.is_some(),
         };
-        if let Err(e) = self.meta.persist(&snap) {
-            eprintln!("raidlab serve: warning: writing superblocks failed: {e}");
+        let Err(e) = self.meta.persist(&snap) else {
+            return;
+        };
+        if let Some(m) = &e.other {
+            eprintln!("raidlab serve: warning: writing superblocks failed: {m}");
+        }
+        // md fails a member whose superblock write fails: its metadata no longer follows
+        // the array's. The new state is persisted again (bounded: each round takes out at
+        // least one device, or stops).
+        let mut changed = false;
+        for (dev, why) in &e.devices {
+            changed |= self.drop_device_locked(st, dev, &format!("superblock: {why}"));
+        }
+        if changed && depth < self.shape.disks as usize + 4 {
+            self.persist_at(st, depth + 1);
+        }
+    }
+
+    /// Take `dev` out after a metadata I/O error: a slot member is failed, a spare becomes
+    /// faulty. `true` when the state changed.
+    fn drop_device_locked(&self, st: &mut State, dev: &Arc<dyn Member>, why: &str) -> bool {
+        if let Some(slot) = st
+            .devs
+            .iter()
+            .position(|d| d.as_ref().is_some_and(|d| Arc::ptr_eq(d, dev)))
+        {
+            return self.fail_locked(st, slot as u32, why).0;
+        }
+        if let Some(i) = st.spares.iter().position(|d| Arc::ptr_eq(d, dev)) {
+            let d = st.spares.remove(i);
+            eprintln!(
+                "raidlab serve: spare {} failed ({why}); no longer a spare",
+                d.path()
+            );
+            st.faulty.push(d);
+            st.faulty_slots.push(u32::MAX);
+            return true;
+        }
+        false
+    }
+
+    /// Fail every device of `e` (a write-intent bitmap write or sync failed on it): its
+    /// bitmap no longer says which rows to resync. `Err` when the array cannot survive it.
+    pub(crate) fn fail_meta_devices(&self, e: &MetaError) -> Result<(), IoFail> {
+        if let Some(m) = &e.other {
+            eprintln!("raidlab serve: warning: writing the write-intent bitmap failed: {m}");
+        }
+        let mut st = self.write_state();
+        let mut changed = false;
+        for (dev, why) in &e.devices {
+            changed |=
+                self.drop_device_locked(&mut st, dev, &format!("write-intent bitmap: {why}"));
+        }
+        if changed {
+            self.persist(&mut st);
+        }
+        match &st.dead {
+            Some(d) => Err(IoFail::Failed(d.clone())),
+            None => Ok(()),
         }
     }
 

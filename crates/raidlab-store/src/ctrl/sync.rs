@@ -96,7 +96,14 @@ impl Controller {
                 self.set_clean(false);
             }
             if let Err(e) = self.meta.write_intent(&r.dirty) {
-                eprintln!("raidlab serve: warning: writing the write-intent bitmap failed: {e}");
+                // The bit is durable only on the devices that took it: the others are failed
+                // before any data is written under it (md fails a member whose bitmap write
+                // fails), and the write fails if that leaves too few.
+                drop(r);
+                if let Err(f) = self.fail_meta_devices(&e) {
+                    self.intent_end(r0, r1);
+                    return Err(f);
+                }
             }
         }
         Ok(())
@@ -151,7 +158,8 @@ impl Controller {
         }
         if cleared > 0 {
             if let Err(e) = self.meta.write_intent(&r.dirty) {
-                eprintln!("raidlab serve: warning: writing the write-intent bitmap failed: {e}");
+                drop(r);
+                let _ = self.fail_meta_devices(&e);
             }
         }
         cleared

@@ -20,11 +20,11 @@ pub(crate) struct Recorder {
 }
 
 impl MetaSink for Arc<Recorder> {
-    fn persist(&self, snap: &Snapshot) -> std::io::Result<()> {
+    fn persist(&self, snap: &Snapshot) -> Result<(), MetaError> {
         *self.last.lock().unwrap() = Some(snap.clone());
         Ok(())
     }
-    fn write_intent(&self, dirty: &[bool]) -> std::io::Result<()> {
+    fn write_intent(&self, dirty: &[bool]) -> Result<(), MetaError> {
         *self.intent.lock().unwrap() = dirty.to_vec();
         Ok(())
     }
@@ -400,4 +400,75 @@ fn a_file_opened_by_two_paths_is_one_device() {
         .unwrap();
     assert_ne!(DevId::of_path(&dir.join("disk2")).unwrap(), a.identity());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Members behind fault injectors, with the real superblock and bitmap writer.
+fn faulty_array(level: Level, disks: u32) -> (Controller, Vec<Arc<crate::member::FaultMember>>) {
+    use crate::member::FaultMember;
+    let sh = shape(level, disks, 8);
+    let faults: Vec<Arc<FaultMember>> = mem_members(&sh, "m", disks)
+        .into_iter()
+        .map(|m| Arc::new(FaultMember::new(m)))
+        .collect();
+    let devs = faults
+        .iter()
+        .map(|f| Some(f.clone() as Arc<dyn Member>))
+        .collect();
+    let sink = crate::format::SuperblockSink::new("t", [7; 16], sh.clone(), 1);
+    let c = Controller::new(
+        sh,
+        devs,
+        Vec::new(),
+        None,
+        1,
+        Box::new(sink),
+        Options::default(),
+    )
+    .unwrap();
+    c.init_intent(None);
+    c.checkpoint();
+    (c, faults)
+}
+
+/// Issue 28, bug 5: a write-intent bitmap write that fails on every member must not let the
+/// data write through (before: a warning, and the write was acknowledged, even with FUA,
+/// with no durable bit to resync its row after a crash). md fails each such member.
+#[test]
+fn a_bitmap_write_failing_everywhere_fails_the_write() {
+    let (c, faults) = faulty_array(Level::Raid5, 4);
+    let bitmap = crate::format::BITMAP_OFFSET;
+    for f in &faults {
+        f.fail_range(bitmap, bitmap + 4096);
+    }
+    let e = c.write(0, &pattern(1, 4096), true).unwrap_err();
+    assert!(matches!(e, IoFail::Failed(_)), "{e}");
+    assert!(c.is_dead());
+}
+
+/// One member's bitmap write fails: that member is failed before any data is written, the
+/// write is served degraded, and its data reads back.
+#[test]
+fn a_bitmap_write_failing_on_one_member_fails_that_member() {
+    let (c, faults) = faulty_array(Level::Raid5, 4);
+    let bitmap = crate::format::BITMAP_OFFSET;
+    faults[2].fail_range(bitmap, bitmap + 4096);
+    let data = pattern(2, 8 * 4096);
+    c.write(0, &data, true).unwrap();
+    assert_eq!(c.slot_states()[2], SlotState::Failed);
+    let mut back = vec![0u8; data.len()];
+    c.read(0, &mut back).unwrap();
+    assert_eq!(back, data);
+}
+
+/// A member whose sync fails in the superblock's preflush has lost writes the kernel will
+/// not report again: it is failed (before: the error was discarded).
+#[test]
+fn a_failed_preflush_fails_the_member() {
+    let (c, faults) = faulty_array(Level::Raid6, 5);
+    c.write(0, &pattern(3, 4096), false).unwrap();
+    // Every operation of member 1 fails from now: its next sync is the preflush below.
+    faults[1].fail_now();
+    c.checkpoint();
+    assert_eq!(c.slot_states()[1], SlotState::Failed);
+    assert_eq!(c.slot_states()[0], SlotState::InSync);
 }

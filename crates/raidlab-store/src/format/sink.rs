@@ -2,14 +2,13 @@
 
 use crate::sync::{Arc, Mutex};
 use std::collections::{HashMap, HashSet};
-use std::io;
 
 use super::assemble::Assembled;
 use super::bitmap::encode_bitmap;
 use super::superblock::{decode, DevRole, Superblock};
 use super::{new_uuid, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
 use crate::ctrl::sync::{rows_per_region, REGIONS_MAX};
-use crate::ctrl::{MetaSink, Shape, SlotState, Snapshot};
+use crate::ctrl::{MetaError, MetaSink, Shape, SlotState, Snapshot};
 use crate::member::{DevId, Member};
 
 /// Writes every snapshot to each device's superblock and the bitmap to every slot device.
@@ -35,10 +34,6 @@ struct Inner {
     dev_uuids: HashMap<String, [u8; 16]>,
     /// The slot each device last held: a faulty device's superblock records it.
     slot_of: HashMap<DevId, u32>,
-}
-
-fn named(dev: &dyn Member, what: &str, e: io::Error) -> io::Error {
-    io::Error::new(e.kind(), format!("{}: {what}: {e}", dev.path()))
 }
 
 impl SuperblockSink {
@@ -149,23 +144,26 @@ impl SuperblockSink {
 }
 
 impl MetaSink for SuperblockSink {
-    fn persist(&self, snap: &Snapshot) -> io::Result<()> {
+    fn persist(&self, snap: &Snapshot) -> Result<(), MetaError> {
         if snap.slots.len() != self.shape.disks as usize {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
+            return Err(MetaError {
+                devices: Vec::new(),
+                other: Some(format!(
                     "snapshot has {} slots, the array {}",
                     snap.slots.len(),
                     self.shape.disks
-                ),
-            ));
+                )),
+            });
         }
+        let mut err = MetaError::default();
         // Preflush (md writes superblocks with REQ_PREFLUSH): every data write made before
         // this update is durable before the new superblocks can be, so a rebuild checkpoint
         // or a state change never lands ahead of the data it describes. A device that fails
-        // its sync is reported by its next data I/O; the update goes on.
+        // its sync has lost writes the kernel will not report again: it is failed.
         for d in snap.slots.iter().filter_map(|(d, _)| d.as_ref()) {
-            let _ = d.sync();
+            if let Err(e) = d.sync() {
+                err.devices.push((d.clone(), format!("preflush: {e}")));
+            }
         }
         let mut inner = self.lock();
         inner.events = snap.events;
@@ -176,7 +174,6 @@ impl MetaSink for SuperblockSink {
             }
         }
         let bitmap = encode_bitmap(snap.events, self.rows_per_region, &inner.dirty);
-        let mut first_err: Option<io::Error> = None;
         let mut current = HashSet::new();
         let mut written: Vec<(&Arc<dyn Member>, bool)> = Vec::new();
         let roles = snap
@@ -199,14 +196,14 @@ impl MetaSink for SuperblockSink {
                     &self.superblock(snap, role, u, former).encode(),
                     SUPERBLOCK_OFFSET,
                 )
-                .map_err(|e| named(dev.as_ref(), "writing the superblock", e));
+                .map_err(|e| format!("writing the superblock: {e}"));
             if let (Ok(()), DevRole::Slot(_)) = (&r, role) {
                 if inner.current.contains(dev.path()) {
                     current.insert(dev.path().to_string());
                 } else {
                     r = dev
                         .write_at(&bitmap, BITMAP_OFFSET)
-                        .map_err(|e| named(dev.as_ref(), "writing the bitmap", e));
+                        .map_err(|e| format!("writing the bitmap: {e}"));
                     if r.is_ok() {
                         current.insert(dev.path().to_string());
                     }
@@ -215,35 +212,41 @@ impl MetaSink for SuperblockSink {
             match r {
                 Ok(()) => written.push((dev, faulty)),
                 // A faulty device is expected to fail: its record is best effort.
-                Err(e) if !faulty => {
-                    first_err.get_or_insert(e);
-                }
+                Err(e) if !faulty => err.devices.push((dev.clone(), e)),
                 Err(_) => {}
             }
         }
         for (dev, faulty) in written {
             if let Err(e) = dev.sync() {
                 if !faulty {
-                    first_err.get_or_insert(named(dev.as_ref(), "syncing the superblock", e));
+                    err.devices
+                        .push((dev.clone(), format!("syncing the superblock: {e}")));
                 }
             }
         }
         inner.current = current;
-        first_err.map_or(Ok(()), Err)
+        if err.devices.is_empty() && err.other.is_none() {
+            Ok(())
+        } else {
+            Err(err)
+        }
     }
 
-    fn write_intent(&self, dirty: &[bool]) -> io::Result<()> {
+    fn write_intent(&self, dirty: &[bool]) -> Result<(), MetaError> {
         if dirty.len() as u64 > REGIONS_MAX {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} bitmap regions, at most {REGIONS_MAX} fit", dirty.len()),
-            ));
+            return Err(MetaError {
+                devices: Vec::new(),
+                other: Some(format!(
+                    "{} bitmap regions, at most {REGIONS_MAX} fit",
+                    dirty.len()
+                )),
+            });
         }
         let mut inner = self.lock();
         inner.dirty = dirty.to_vec();
         let bytes = encode_bitmap(inner.events, self.rows_per_region, dirty);
         let devs: Vec<Arc<dyn Member>> = inner.slot_devs.iter().flatten().cloned().collect();
-        let mut first_err: Option<io::Error> = None;
+        let mut err = MetaError::default();
         let mut current = HashSet::new();
         // Write all, then sync all: the devices' writes overlap, and every bitmap is durable
         // before this returns (the controller writes data only after).
@@ -251,9 +254,9 @@ impl MetaSink for SuperblockSink {
         for d in &devs {
             match d.write_at(&bytes, BITMAP_OFFSET) {
                 Ok(()) => ok.push(d),
-                Err(e) => {
-                    first_err.get_or_insert(named(d.as_ref(), "writing the bitmap", e));
-                }
+                Err(e) => err
+                    .devices
+                    .push((d.clone(), format!("writing the bitmap: {e}"))),
             }
         }
         for d in ok {
@@ -261,13 +264,17 @@ impl MetaSink for SuperblockSink {
                 Ok(()) => {
                     current.insert(d.path().to_string());
                 }
-                Err(e) => {
-                    first_err.get_or_insert(named(d.as_ref(), "syncing the bitmap", e));
-                }
+                Err(e) => err
+                    .devices
+                    .push((d.clone(), format!("syncing the bitmap: {e}"))),
             }
         }
         inner.current = current;
-        first_err.map_or(Ok(()), Err)
+        if err.devices.is_empty() {
+            Ok(())
+        } else {
+            Err(err)
+        }
     }
 }
 
