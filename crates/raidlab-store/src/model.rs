@@ -31,7 +31,7 @@
 //! Sequential histories (each call answered before the next is issued) reduce to the
 //! familiar rule: the newest durable write, or any write issued after it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::ctrl::column::BLOCK;
 
@@ -82,6 +82,8 @@ pub struct Model {
     /// The bytes of every block written, by (id, lba): comparing with them is much cheaper
     /// than regenerating the pattern for every block of every state (debug builds).
     expected: HashMap<(u64, u64), Vec<u8>>,
+    /// Writes of zeros (TRIM, WRITE_ZEROES): their blocks read as zeros, i.e. as id 0.
+    zero_ids: HashSet<u64>,
 }
 
 impl Model {
@@ -95,6 +97,21 @@ impl Model {
             self.expected.insert((id, lba), b);
         }
         data
+    }
+
+    /// The next write writes zeros (TRIM or WRITE_ZEROES of `count` blocks from `first`): a
+    /// block reading zeros then matches it as well as the initial contents.
+    pub fn zeros_for(&mut self, _first: u64, _count: u64) {
+        let id = self.next_id();
+        self.zero_ids.insert(id);
+    }
+
+    /// Id 0 (zeros) is allowed wherever a zero write is.
+    fn with_zeros(&self, mut ids: Vec<u64>) -> Vec<u64> {
+        if !ids.contains(&0) && ids.iter().any(|i| self.zero_ids.contains(i)) {
+            ids.push(0);
+        }
+        ids
     }
 
     /// Which write a block read back holds: `Some(id)` (0 for zeros) or None for bytes no
@@ -185,6 +202,9 @@ impl Model {
             }
         }
         allowed
+            .into_iter()
+            .map(|ids| self.with_zeros(ids))
+            .collect()
     }
 
     /// The ids a read of block `lba` issued at `start` and answered at `ack` may return
@@ -207,7 +227,7 @@ impl Model {
                 out.push(i as u64 + 1);
             }
         }
-        out
+        self.with_zeros(out)
     }
 
     /// Blocks some write of the run touches (before `cut`).

@@ -68,6 +68,15 @@ pub trait Backup: Send + Sync {
     /// The record is garbage: `superseded` when a newer version of its page is durable,
     /// otherwise its page (or, for an image, its destage) is on the members.
     fn release(&self, h: Handle, superseded: bool);
+    /// Release the records of one destage round (their pages are durable on the members).
+    /// A page has one record among them at most; the backup must make every earlier
+    /// release durable before any of these can be, so a crash never keeps an older
+    /// version of a page while dropping a newer one.
+    fn release_destaged(&self, hs: &[Handle]) {
+        for &h in hs {
+            self.release(h, false);
+        }
+    }
     /// Release images after their destage completed, durably: a stale image must be gone
     /// before a newer version of its page can be dropped.
     fn release_images(&self, hs: &[Handle]) -> io::Result<()>;

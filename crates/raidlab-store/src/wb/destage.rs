@@ -185,9 +185,7 @@ impl WriteBack {
                     self.lose_backup(&mut g, &format!("backup write failed: {e}"));
                 }
             }
-            for h in released {
-                b.release(h, false);
-            }
+            b.release_destaged(&released);
         }
         true
     }

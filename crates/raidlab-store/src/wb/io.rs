@@ -334,7 +334,7 @@ impl WriteBack {
         self.ctl.write(first * BLOCK as u64, data, fua)?;
         if !fua {
             // Completed, not yet durable: the next FLUSH syncs the members.
-            self.through.store(true, Ordering::SeqCst);
+            self.through_written.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())
     }
@@ -371,8 +371,16 @@ impl WriteBack {
         // A write answered with a backup is durable already, and a destaged page was synced
         // before it left the cache: only pages written straight to the array since the last
         // FLUSH need the members synced.
-        if self.through.swap(false, Ordering::SeqCst) {
+        let target = self.through_written.load(Ordering::SeqCst);
+        let mut synced = self
+            .through_synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *synced < target {
+            // Every write counted before the sync begins is covered by it.
+            let covers = self.through_written.load(Ordering::SeqCst);
             self.ctl.flush()?;
+            *synced = covers;
         }
         Ok(())
     }

@@ -41,9 +41,12 @@ struct State {
     epoch: u64,
     generation: u64,
     free: Vec<u32>,
-    /// Clears of superseded records written, and how many of them a finished sync covers.
-    sup_written: u64,
-    sup_synced: u64,
+    /// Slot-header clears written, and how many of them a finished sync covers. Clears of
+    /// two versions of one page must become durable in version order (else a crash could
+    /// keep the older record alone and replay it over the newer data), so a clear of a
+    /// destaged record waits for a sync whenever earlier clears are not yet durable.
+    clears_written: u64,
+    clears_synced: u64,
     /// A write or sync failed: the backup is lost (sticky until reset).
     failed: Option<String>,
     stats: BackupStats,
@@ -100,8 +103,8 @@ impl MirrorBackup {
                 epoch,
                 generation,
                 free: free_list(slots),
-                sup_written: 0,
-                sup_synced: 0,
+                clears_written: 0,
+                clears_synced: 0,
                 failed: None,
                 stats: BackupStats {
                     capacity: slots,
@@ -199,6 +202,16 @@ impl MirrorBackup {
         io::Error::other(msg)
     }
 
+    /// Clear record `h` and free its slot (the clear is not synced).
+    fn release_locked(&self, st: &mut State, h: Handle) {
+        assert!(h < self.slots, "handle {h} out of range");
+        self.clear(st, h);
+        st.clears_written += 1;
+        debug_assert!(!st.free.contains(&(h as u32)), "slot {h} released twice");
+        st.free.push(h as u32);
+        st.stats.live -= 1;
+    }
+
     fn clear(&self, st: &mut State, slot: u64) {
         if let Err(e) = self
             .dev
@@ -211,7 +224,7 @@ impl MirrorBackup {
     /// fdatasync with the lock held: every write issued before is durable after it.
     fn sync_locked(&self, st: &mut State) {
         match self.dev.sync() {
-            Ok(()) => st.sup_synced = st.sup_written,
+            Ok(()) => st.clears_synced = st.clears_written,
             Err(e) => {
                 self.fail(st, &e);
             }
@@ -257,12 +270,12 @@ impl Backup for MirrorBackup {
     fn commit(&self) -> io::Result<()> {
         self.gc.commit(&|| {
             // Only the clears written before the sync starts are covered by it.
-            let before = self.lock().sup_written;
+            let before = self.lock().clears_written;
             let r = self.dev.sync();
             let mut st = self.lock();
             match r {
                 Ok(()) => {
-                    st.sup_synced = st.sup_synced.max(before);
+                    st.clears_synced = st.clears_synced.max(before);
                     st.stats.commits += 1;
                     Ok(())
                 }
@@ -272,28 +285,33 @@ impl Backup for MirrorBackup {
     }
 
     fn release(&self, h: Handle, superseded: bool) {
-        assert!(h < self.slots, "handle {h} out of range");
+        if superseded {
+            // A newer version of the page is durable: this clear may land in any order.
+            let mut st = self.lock();
+            self.release_locked(&mut st, h);
+        } else {
+            self.release_destaged(&[h]);
+        }
+    }
+
+    fn release_destaged(&self, hs: &[Handle]) {
+        if hs.is_empty() {
+            return;
+        }
         let mut st = self.lock();
-        if !superseded && st.sup_written > st.sup_synced {
+        if st.clears_written > st.clears_synced {
             // An older version's clear must not be undone by a crash once this one's is not.
             self.sync_locked(&mut st);
         }
-        self.clear(&mut st, h);
-        if superseded {
-            st.sup_written += 1;
+        for &h in hs {
+            self.release_locked(&mut st, h);
         }
-        debug_assert!(!st.free.contains(&(h as u32)), "slot {h} released twice");
-        st.free.push(h as u32);
-        st.stats.live -= 1;
     }
 
     fn release_images(&self, hs: &[Handle]) -> io::Result<()> {
         let mut st = self.lock();
         for &h in hs {
-            assert!(h < self.slots, "handle {h} out of range");
-            self.clear(&mut st, h);
-            st.free.push(h as u32);
-            st.stats.live -= 1;
+            self.release_locked(&mut st, h);
         }
         self.sync_locked(&mut st);
         match &st.failed {
@@ -352,7 +370,7 @@ impl Backup for MirrorBackup {
         st.generation = s.generation;
         st.epoch = s.epoch;
         st.free = free_list(self.slots);
-        st.sup_synced = st.sup_written;
+        st.clears_synced = st.clears_written;
         st.failed = None;
         st.stats.live = 0;
         self.gc.reset();

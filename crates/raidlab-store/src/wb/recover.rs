@@ -1,7 +1,15 @@
-//! Recovery after an unclean stop: every record of the backup's current epoch is read, the
-//! newest version of each page wins, and the winners are written through the array (page
-//! images first, so a row a crash left with stale parity is made whole before data lands
-//! on it), then the members are synced. Only then may the caller start a new epoch: a crash
+//! Recovery after an unclean stop: every record of the backup's current epoch is read, and
+//! written through the array: first the newest page image of each page (so a row a crash
+//! left with stale parity is made whole before data lands on it), then the newest data
+//! record of each page; then the members are synced.
+//!
+//! **Images never outrank data.** An image holds what the members held for a lost unit when
+//! a destage began; a write of that page may be acknowledged while the image is read, and
+//! get a smaller sequence number than the image. So kinds are ranked, not sequence numbers:
+//! every page's data record, older or newer than its image, is replayed after the images.
+//! That is safe because a data record that survives is never older than what the members
+//! held: records are released only after their destage is synced, and in version order
+//! (`Backup::release_destaged`). Only then may the caller start a new epoch: a crash
 //! during recovery leaves the records in place, and the next start replays them again
 //! (replay is idempotent: it writes the same bytes).
 
@@ -39,8 +47,10 @@ pub fn replay(ctl: &Controller, backup: &dyn Backup, path: &str) -> raidlab::Res
         torn: scan.torn,
         ..Default::default()
     };
-    // Page -> index of its newest record (a BTreeMap: replay in page order, deterministic).
-    let mut newest: BTreeMap<u64, usize> = BTreeMap::new();
+    // Page -> index of its newest image and of its newest data record (BTreeMaps: replay
+    // in page order, deterministic).
+    let mut images: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut datas: BTreeMap<u64, usize> = BTreeMap::new();
     for (i, r) in scan.records.iter().enumerate() {
         if r.meta.lba >= blocks {
             return Err(super::backup::bad(
@@ -52,17 +62,18 @@ pub fn replay(ctl: &Controller, backup: &dyn Backup, path: &str) -> raidlab::Res
             ));
         }
         out.seq_max = out.seq_max.max(r.meta.seq);
+        let newest = match r.meta.kind {
+            RecKind::Image => &mut images,
+            RecKind::Data => &mut datas,
+        };
         let e = newest.entry(r.meta.lba).or_insert(i);
         if scan.records[*e].meta.seq < r.meta.seq {
             *e = i;
         }
     }
-    for pass in [RecKind::Image, RecKind::Data] {
+    for (pass, newest) in [(RecKind::Image, &images), (RecKind::Data, &datas)] {
         for &i in newest.values() {
             let r = &scan.records[i];
-            if r.meta.kind != pass {
-                continue;
-            }
             ctl.write(r.meta.lba * BLOCK as u64, &r.data, false)
                 .map_err(|e| {
                     super::backup::bad(path, format!("replaying page {}: {e}", r.meta.lba))

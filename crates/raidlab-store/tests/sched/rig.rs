@@ -192,6 +192,9 @@ struct Ctx {
     blocks: u64,
     /// Clients and operator finished.
     done: std::sync::atomic::AtomicU32,
+    /// The operator failed the write cache's backup device.
+    backup_lost: std::sync::atomic::AtomicBool,
+    backup_fault: Option<Arc<FaultMember>>,
 }
 
 fn fail(msg: String) -> ! {
@@ -211,6 +214,17 @@ impl Ctx {
             None => self.ctl.read(offset, buf),
         }
     }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), IoFail> {
+        match &self.wb {
+            Some(w) => w.write_zeroes(offset, len, fua),
+            None => self.ctl.write_zeroes(offset, len, fua),
+        }
+    }
+    /// Whether an answered write is durable at its reply: with a backup that has not been
+    /// failed (after a backup failure writes go straight to the array: the NBD contract).
+    fn durable_at_ack(&self) -> bool {
+        self.cfg.mode.backed() && !self.backup_lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
     fn flush(&self) -> Result<(), IoFail> {
         match &self.wb {
             Some(w) => w.flush(),
@@ -218,21 +232,32 @@ impl Ctx {
         }
     }
 
-    /// A write of `count` blocks from `first`: must succeed (redundancy always remains).
-    fn do_write(&self, first: u64, count: u64, fua: bool) {
+    /// A write of `count` blocks from `first` (of zeros with `zeros`: TRIM / WRITE_ZEROES):
+    /// must succeed (redundancy always remains).
+    fn do_write(&self, first: u64, count: u64, fua: bool, zeros: bool) {
         let (i, data) = {
             let mut m = self.model.lock().expect("model");
-            let data = m.data_for(first, count);
+            let data = if zeros {
+                m.zeros_for(first, count);
+                Vec::new()
+            } else {
+                m.data_for(first, count)
+            };
             // With a backup every answered write is durable at its reply.
             let kind = OpKind::Write {
                 first,
                 count,
-                fua: fua || self.cfg.mode.backed(),
+                fua: fua || self.durable_at_ack(),
             };
             let i = m.begin(kind, crash::position(&self.j));
             (i, data)
         };
-        if let Err(e) = self.write(first * BLOCK as u64, &data, fua) {
+        let r = if zeros {
+            self.write_zeroes(first * BLOCK as u64, count * BLOCK as u64, fua)
+        } else {
+            self.write(first * BLOCK as u64, &data, fua)
+        };
+        if let Err(e) = r {
             fail(format!(
                 "write of blocks {first}+{count} failed while the level survives: {e}"
             ));
@@ -293,8 +318,9 @@ fn client(ctx: &Ctx) {
         let count = rng.gen_range(1..=6u64).min(ctx.blocks);
         let first = rng.gen_range(0..=ctx.blocks - count);
         match rng.gen_range(0..100u32) {
-            0..=54 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3),
-            55..=79 => ctx.do_read(first, count),
+            0..=49 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, false),
+            50..=57 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, true),
+            58..=79 => ctx.do_read(first, count),
             _ => ctx.do_flush(),
         }
     }
@@ -348,6 +374,14 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
                         "add-spare accepted {}, a device of the array",
                         p.display()
                     ));
+                }
+            }
+            4 if ctx.backup_fault.is_some() && rng.gen_bool(0.3) => {
+                // The backup device dies: writes after this are the NBD contract's.
+                ctx.backup_lost
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Some(f) = &ctx.backup_fault {
+                    f.fail_now();
                 }
             }
             4 => {
@@ -417,6 +451,9 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         assert!(ctl.maybe_start_rebuild(), "a rebuild onto spare 0");
         let _ = ctl.rebuild_step(2);
     }
+    let mut backup_fault: Option<Arc<FaultMember>> = None;
+    let void_at: Arc<StdMutex<Option<(usize, u64)>>> = Arc::new(StdMutex::new(None));
+    let _ = std::fs::remove_file(fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE));
     let wb = match cfg.mode {
         Mode::Through => None,
         m => {
@@ -425,7 +462,10 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
                 _ => {
                     let f: Arc<dyn Member> =
                         Arc::new(FileMember::open(&fx.backup.to_string_lossy()).expect("backup"));
-                    let bdev = RecordingMember::wrap(f, fx.paths.len() - 1, &j);
+                    let rec = RecordingMember::wrap(f, fx.paths.len() - 1, &j);
+                    let fault = Arc::new(FaultMember::new(rec));
+                    backup_fault = Some(fault.clone());
+                    let bdev: Arc<dyn Member> = fault;
                     Some(if m == Mode::Mirror {
                         Box::new(
                             MirrorBackup::create(bdev, a.uuid, MIRROR_SLOTS, 0).expect("mirror"),
@@ -455,8 +495,20 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
                 low_pct: 10.0,
                 max_destages: 2,
             };
+            // As `serve`: a lost backup that cannot be reset is voided by a marker file
+            // (its position in the history is kept, for the crash states).
+            let (dir, vj, va) = (fx.dir.0.clone(), j.clone(), void_at.clone());
+            let hook = Box::new(move |epoch: u64| {
+                *va.lock().expect("void") = Some((crash::position(&vj), epoch));
+                std::fs::write(
+                    dir.join(raidlab_store::wb::setup::VOID_FILE),
+                    format!("{epoch}\n"),
+                )
+            });
             Some(Arc::new(
-                WriteBack::new(ctl.clone(), spec, kind, backup).expect("write cache"),
+                WriteBack::new(ctl.clone(), spec, kind, backup)
+                    .expect("write cache")
+                    .with_void_hook(hook),
             ))
         }
     };
@@ -473,6 +525,8 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         model: StdMutex::new(Model::default()),
         blocks,
         done: std::sync::atomic::AtomicU32::new(0),
+        backup_lost: std::sync::atomic::AtomicBool::new(false),
+        backup_fault: backup_fault.clone(),
     });
     let bg = ctl.spawn_background();
     let destager = wb.as_ref().map(|w| w.spawn_destager());
@@ -580,7 +634,8 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         t.calls += model.ops.len() as u64;
         t.histories.insert(h.finish());
     }
-    crash_check(fx, cfg, &mat, &events, &model, tally);
+    let voided = *void_at.lock().expect("void");
+    crash_check(fx, cfg, &mat, &events, &model, voided, tally);
 }
 
 /// Cut `cfg.crashes` crash states from the run's history (any prefix of the member and
@@ -592,6 +647,7 @@ fn crash_check(
     mat: &Materialiser,
     events: &[Event],
     model: &Model,
+    voided: Option<(usize, u64)>,
     tally: &StdMutex<Tally>,
 ) {
     let mut draw = thread_rng();
@@ -602,6 +658,15 @@ fn crash_check(
         let s = &states[rng.gen_range(0..states.len())];
         mat.write(events, s).expect("materialise a crash state");
         write_record(&fx.dir.0, cfg.mode, &fx.backup, fx.backup_bytes);
+        let void = fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE);
+        match voided {
+            Some((at, epoch)) if at < s.cut => {
+                std::fs::write(&void, format!("{epoch}\n")).expect("void marker")
+            }
+            _ => {
+                let _ = std::fs::remove_file(&void);
+            }
+        }
         let o = recover_and_check(&fx.dir.0, model, s.cut, &rows_all, cfg.mode.backed());
         let at = format!(
             "crash state at event {} of {} ({})",
@@ -616,8 +681,26 @@ fn crash_check(
         // RAID-5/6 write hole, a documented limit. With one, nothing may read wrong.
         let hole = !cfg.mode.backed() && o.bad.iter().all(|b| b.on_lost_unit);
         if !o.bad.is_empty() && !hole {
+            let lba = o.bad[0].lba;
+            let ops: Vec<String> = model
+                .ops
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| match o.kind {
+                    OpKind::Write { first, count, .. } => (first..first + count).contains(&lba),
+                    OpKind::Flush => true,
+                })
+                .map(|(i, o)| format!("{} {:?} [{}, {}]", i + 1, o.kind, o.start, o.ack))
+                .collect();
+            let backup = fx.paths.len() - 1;
+            let syncs: Vec<usize> = events
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| matches!(e, Event::Sync { member } if *member == backup))
+                .map(|(i, _)| i)
+                .collect();
             fail(format!(
-                "{at}: blocks lost or stale: {:?}",
+                "{at}: blocks lost or stale: {:?}; calls on block {lba}: {ops:?}; backup syncs at {syncs:?}",
                 &o.bad[..o.bad.len().min(4)]
             ));
         }
