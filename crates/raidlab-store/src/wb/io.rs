@@ -184,7 +184,9 @@ impl WriteBack {
         if done < count {
             let rest = &data[done as usize * BLOCK..];
             self.wait_write_through()?;
-            return self.write_through(first + done, rest, fua);
+            // A write the backup failed under was taken with the backup's promise: the rest
+            // of it is made durable before the reply too.
+            return self.write_through(first + done, rest, fua || lost);
         }
         Ok(())
     }

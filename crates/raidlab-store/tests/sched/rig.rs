@@ -195,6 +195,8 @@ struct Ctx {
     /// The operator failed the write cache's backup device.
     backup_lost: std::sync::atomic::AtomicBool,
     backup_fault: Option<Arc<FaultMember>>,
+    /// Where in the history the backup was failed.
+    lost_at: StdMutex<Option<usize>>,
 }
 
 fn fail(msg: String) -> ! {
@@ -243,12 +245,9 @@ impl Ctx {
             } else {
                 m.data_for(first, count)
             };
-            // With a backup every answered write is durable at its reply.
-            let kind = OpKind::Write {
-                first,
-                count,
-                fua: fua || self.durable_at_ack(),
-            };
+            // With a backup every answered write is durable at its reply (decided at the
+            // reply: a write the backup failed under may be the NBD contract's).
+            let kind = OpKind::Write { first, count, fua };
             let i = m.begin(kind, crash::position(&self.j));
             (i, data)
         };
@@ -262,8 +261,13 @@ impl Ctx {
                 "write of blocks {first}+{count} failed while the level survives: {e}"
             ));
         }
+        let durable = self.durable_at_ack();
         let ack = crash::ack(&self.j, i as u64 + 1);
-        self.model.lock().expect("model").end(i, ack);
+        let mut m = self.model.lock().expect("model");
+        if let OpKind::Write { fua: f, .. } = &mut m.ops[i].kind {
+            *f |= durable;
+        }
+        m.end(i, ack);
     }
 
     fn do_flush(&self) {
@@ -380,6 +384,10 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
                 // The backup device dies: writes after this are the NBD contract's.
                 ctx.backup_lost
                     .store(true, std::sync::atomic::Ordering::SeqCst);
+                ctx.lost_at
+                    .lock()
+                    .expect("lost")
+                    .get_or_insert(crash::position(&ctx.j));
                 if let Some(f) = &ctx.backup_fault {
                     f.fail_now();
                 }
@@ -527,6 +535,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         done: std::sync::atomic::AtomicU32::new(0),
         backup_lost: std::sync::atomic::AtomicBool::new(false),
         backup_fault: backup_fault.clone(),
+        lost_at: StdMutex::new(None),
     });
     let bg = ctl.spawn_background();
     let destager = wb.as_ref().map(|w| w.spawn_destager());
@@ -621,6 +630,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
             Event::Ack { id } => (2u8, 0usize, *id).hash(&mut h),
         }
     }
+    let lost_at = *ctx.lost_at.lock().expect("lost");
     drop(wb);
     drop(ctl);
     // The threads are joined: the model is this thread's alone.
@@ -635,21 +645,40 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         t.histories.insert(h.finish());
     }
     let voided = *void_at.lock().expect("void");
-    crash_check(fx, cfg, &mat, &events, &model, voided, tally);
+    let run = Run {
+        mat,
+        events,
+        model,
+        voided,
+        lost_at,
+    };
+    crash_check(fx, cfg, &run, tally);
+}
+
+/// What a finished run leaves for its crash states.
+struct Run {
+    /// The files as the run began.
+    mat: Materialiser,
+    events: Vec<Event>,
+    model: Model,
+    /// Where the lost backup was voided by its marker file, and its epoch.
+    voided: Option<(usize, u64)>,
+    /// Where the operator failed the backup device.
+    lost_at: Option<usize>,
 }
 
 /// Cut `cfg.crashes` crash states from the run's history (any prefix of the member and
 /// backup I/O, with any subset of the writes in flight at the cut landing, in any order),
 /// recover each as `serve` does and check it against the model.
-fn crash_check(
-    fx: &Fixture,
-    cfg: &Cfg,
-    mat: &Materialiser,
-    events: &[Event],
-    model: &Model,
-    voided: Option<(usize, u64)>,
-    tally: &StdMutex<Tally>,
-) {
+fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<Tally>) {
+    let Run {
+        mat,
+        events,
+        model,
+        voided,
+        lost_at,
+    } = run;
+    let (voided, lost_at) = (*voided, *lost_at);
     let mut draw = thread_rng();
     let states = crash::crash_states(events, 1, &mut || draw.gen::<u64>());
     let mut rng = thread_rng();
@@ -679,7 +708,9 @@ fn crash_check(
         }
         // Without a backup a crash can leave a degraded row's lost unit wrong: the
         // RAID-5/6 write hole, a documented limit. With one, nothing may read wrong.
-        let hole = !cfg.mode.backed() && o.bad.iter().all(|b| b.on_lost_unit);
+        // After the backup was lost the cache writes through: the hole is open again.
+        let unbacked = !cfg.mode.backed() || lost_at.is_some_and(|p| p < s.cut);
+        let hole = unbacked && o.bad.iter().all(|b| b.on_lost_unit);
         if !o.bad.is_empty() && !hole {
             let lba = o.bad[0].lba;
             let ops: Vec<String> = model
@@ -710,7 +741,7 @@ fn crash_check(
                 o.mismatch_rows
             ));
         }
-        if cfg.mode.backed() && !o.mismatch_rows_lost.is_empty() {
+        if !unbacked && !o.mismatch_rows_lost.is_empty() {
             fail(format!(
                 "{at}: degraded rows inconsistent: {:?}",
                 o.mismatch_rows_lost
