@@ -3,7 +3,7 @@
 //! and runs the commit (write what is staged, fdatasync); the others wait for it, so under
 //! load one fdatasync covers every write staged before it started.
 
-use crate::sync::{Condvar, Mutex, MutexGuard};
+use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::io;
 
 #[derive(Debug, Default)]
@@ -65,6 +65,39 @@ impl GroupCommit {
     /// Forget a failure (the backup was replaced).
     pub fn reset(&self) {
         lock(&self.state).failed = None;
+    }
+}
+
+/// A flush generation: writes that reached the members without a sync are counted as they
+/// complete, and a FLUSH runs a member sync unless one that began after those writes has
+/// finished. The count a finished sync covers is kept under a lock held across the sync,
+/// so a second FLUSH waits for a sync in progress rather than answering before it (a
+/// boolean "something was written" flag, cleared by the first FLUSH before its sync, let
+/// the second one return at once).
+#[derive(Debug, Default)]
+pub struct FlushGen {
+    written: AtomicU64,
+    synced: Mutex<u64>,
+}
+
+impl FlushGen {
+    /// A write reached the members without a sync (call after it completed).
+    pub fn wrote(&self) {
+        self.written.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Make every write counted before this call durable, running `sync` if no finished
+    /// sync covers them. Bounded: at most one sync, after waiting for one in progress.
+    pub fn flush<E>(&self, sync: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
+        let target = self.written.load(Ordering::SeqCst);
+        let mut synced = self.synced.lock().unwrap_or_else(|e| e.into_inner());
+        if *synced < target {
+            // Every write counted before the sync begins is covered by it.
+            let covers = self.written.load(Ordering::SeqCst);
+            sync()?;
+            *synced = covers;
+        }
+        Ok(())
     }
 }
 

@@ -336,7 +336,7 @@ impl WriteBack {
         self.ctl.write(first * BLOCK as u64, data, fua)?;
         if !fua {
             // Completed, not yet durable: the next FLUSH syncs the members.
-            self.through_written.fetch_add(1, Ordering::SeqCst);
+            self.through.wrote();
         }
         Ok(())
     }
@@ -373,18 +373,7 @@ impl WriteBack {
         // A write answered with a backup is durable already, and a destaged page was synced
         // before it left the cache: only pages written straight to the array since the last
         // FLUSH need the members synced.
-        let target = self.through_written.load(Ordering::SeqCst);
-        let mut synced = self
-            .through_synced
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if *synced < target {
-            // Every write counted before the sync begins is covered by it.
-            let covers = self.through_written.load(Ordering::SeqCst);
-            self.ctl.flush()?;
-            *synced = covers;
-        }
-        Ok(())
+        self.through.flush(|| self.ctl.flush())
     }
 
     /// Destage everything now and wait until the cache is empty (new cached writes wait).

@@ -41,7 +41,7 @@ mod tests_order;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 
-use crate::sync::{Arc, AtomicBool, AtomicU64 as SeamU64, Condvar, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering};
 use std::time::Duration;
 
 use raidlab::array::Level;
@@ -193,13 +193,9 @@ pub struct WriteBack {
     /// Work for the destager.
     work: Condvar,
     stop: AtomicBool,
-    /// Writes that went straight to the array without FUA, counted as they complete (a flush
-    /// generation), and the count the last finished member sync covers: a FLUSH syncs the
-    /// members unless a sync that began after its writes completed has finished. Held across
-    /// that sync, so a second FLUSH waits for the first one's sync instead of answering
-    /// before it (the sync also covers the second's writes if they completed before it began).
-    through_written: SeamU64,
-    through_synced: Mutex<u64>,
+    /// Writes that went straight to the array without FUA: the next FLUSH syncs the members
+    /// (see `commit::FlushGen`).
+    through: commit::FlushGen,
     /// Called with the backup's epoch when it must never be replayed again but could not be
     /// reset (the marker file of `serve`).
     void_hook: Option<Box<dyn Fn(u64) -> std::io::Result<()> + Send + Sync>>,
@@ -281,8 +277,7 @@ impl WriteBack {
             room: Condvar::new(),
             work: Condvar::new(),
             stop: AtomicBool::new(false),
-            through_written: SeamU64::new(0),
-            through_synced: Mutex::new(0),
+            through: commit::FlushGen::default(),
             void_hook: None,
             counters: WbCounters::default(),
             spec,

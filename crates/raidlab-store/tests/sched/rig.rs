@@ -199,8 +199,15 @@ struct Ctx {
     lost_at: StdMutex<Option<usize>>,
 }
 
+std::thread_local! {
+    /// Runs started by this test (its OS thread carries all its scheduled tasks): a failure
+    /// names the run it broke in, i.e. how many schedules it took to find.
+    static RUNS_STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 fn fail(msg: String) -> ! {
-    panic!("PROMISE BROKEN: {msg}");
+    let run = RUNS_STARTED.with(|c| c.get());
+    panic!("PROMISE BROKEN in scheduled run {run}: {msg}");
 }
 
 impl Ctx {
@@ -412,6 +419,7 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
 /// Run one scheduled execution of `cfg` on `fx`; panics (with shuttle's replayable
 /// schedule) when a promise is broken.
 pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
+    RUNS_STARTED.with(|c| c.set(c.get() + 1));
     sync::reset_clock();
     fx.base
         .write(&[], &none_state())
@@ -582,7 +590,6 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         c.join().expect("client");
     }
     op.join().expect("operator");
-    eprintln!("PHASE joined");
     if let (Some(w), Some(d)) = (&wb, destager) {
         let drained = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let dr = {
@@ -611,10 +618,8 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         w.stop();
         d.join().expect("destager");
     }
-    eprintln!("PHASE drained");
     ctl.stop();
     bg.join().expect("background");
-    eprintln!("PHASE stopped");
     // Quiescent: every block reads as a write no later write superseded.
     ctx.do_read(0, blocks);
     let r = ctl.check();
