@@ -75,7 +75,7 @@ def certs(tmp_path: Path) -> Path:
     ca(work, "ca2")
     leaf(work, "ca", "server", 1001, "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
          "extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n")
-    client_ext = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
+    client_ext = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
     leaf(work, "ca", "client", 1002, client_ext)
     leaf(work, "ca2", "stranger", 2001, client_ext)
     layout = {
@@ -181,11 +181,14 @@ def test_qemu_io_nbdinfo_and_nbdcopy_over_tls_require(tmp_path: Path, store_serv
                 pass
         except (ConnectionResetError, TimeoutError) as e:
             assert isinstance(e, ConnectionResetError), "garbage kept its connection"
-    qemu_io_tls(srv, certs / "client", "read -P 0x5a 0 1000")
+    # The server is unharmed.
+    qemu_io_tls(srv, certs / "client", "write -P 0x77 20M 64k", "read -P 0x77 20M 64k")
+    assert tool_ok(["nbdcopy", nbds(srv, certs / "anon"), str(back)], timeout=120) is not None
+    assert back.read_bytes()[: len(data)] == data
 
+    assert check(d)["mismatches"] == 0
     log = srv.stop()
     assert "marked clean" in log, log
-    assert check(d)["mismatches"] == 0
 
 
 def test_tls_on_serves_plain_and_tls_clients(tmp_path: Path, store_servers: ServerPool, certs: Path) -> None:
