@@ -598,3 +598,64 @@ fn bounds_hold_over_tls() {
     let stats = srv.finish();
     assert!(stats.timed_out >= 3, "{stats:?}");
 }
+
+/// Run `cmd` if it is installed; `None` (after saying so) if not.
+fn tool(cmd: &str, args: &[&str]) -> Option<std::process::Output> {
+    match std::process::Command::new(cmd).args(args).output() {
+        Ok(out) => Some(out),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            println!("skipped: {cmd} not installed");
+            None
+        }
+        Err(e) => panic!("{cmd}: {e}"),
+    }
+}
+
+fn text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn interop_qemu_io_and_nbdinfo_over_tls() {
+    let certs = Certs::new("interop");
+    let mem = Arc::new(Mem::new(4 * MIB));
+    let srv = start_tls(
+        &tcp(),
+        mem.clone(),
+        Limits::default(),
+        certs.server(TlsMode::Require, true),
+    );
+    let port = srv.addr.rsplit(':').next().unwrap().to_string();
+    // qemu-io through GnuTLS, with the client certificate --tls-verify-peer asks for.
+    let object = format!(
+        "tls-creds-x509,id=tls0,endpoint=client,dir={}",
+        certs.path("client").display()
+    );
+    let image = format!(
+        "driver=nbd,server.type=inet,server.host=127.0.0.1,server.port={port},tls-creds=tls0"
+    );
+    let args = [
+        "--object",
+        &object,
+        "--image-opts",
+        "-c",
+        "write -P 0x5a 0 1M",
+        "-c",
+        "read -P 0x5a 0 1M",
+        &image,
+    ];
+    if let Some(out) = tool("qemu-io", &args) {
+        let t = text(&out);
+        assert!(out.status.success(), "qemu-io failed: {t}");
+        assert!(!t.contains("failed") && !t.contains("rror"), "{t}");
+        assert!(mem.data.read().unwrap()[..MIB].iter().all(|&b| b == 0x5a));
+    }
+    // nbdinfo through libnbd's nbds:// URI; without a client certificate it is refused.
+    if let Some(out) = tool("nbdinfo", &["--size", &certs.uri(&srv.addr, "client")]) {
+        assert!(out.status.success(), "nbdinfo failed: {}", text(&out));
+        assert_eq!(text(&out).trim(), (4 * MIB).to_string());
+        let out = tool("nbdinfo", &["--size", &certs.uri(&srv.addr, "anon")]).unwrap();
+        assert!(!out.status.success(), "served without a client certificate");
+    }
+    srv.finish();
+}
