@@ -25,6 +25,7 @@ from store_fixtures import (
     create_array,
     random_file,
     require_tools,
+    run_cli,
     run_tool,
     store_servers,
     tool_ok,
@@ -37,6 +38,27 @@ IHAVEOPT = 0x49484156454F5054
 OPT_LIST, OPT_STARTTLS = 3, 5
 REP_ACK = 1
 REP_ERR_TLS_REQD = (1 << 31) + 5
+
+REPLAY = """
+[workload]
+block_size = 4096
+[workload.synthetic]
+kind = "zipf"
+keys = 4000
+alpha = 0.8
+requests = 2000
+seed = 7
+[cache]
+policy = "lru"
+capacity_blocks = 64
+[array]
+level = "raid5"
+layout = "left-symmetric"
+stripe_unit = 65536
+disks = 4
+[run]
+mode = "count"
+"""
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -199,6 +221,14 @@ def test_tls_on_serves_plain_and_tls_clients(tmp_path: Path, store_servers: Serv
     assert nbdinfo_json(f"nbd://{srv.listen}")["export-size"] == 3 * 8 * MiB
     assert nbdinfo_json(nbds(srv, certs / "anon"))["export-size"] == 3 * 8 * MiB
     qemu_io_tls(srv, certs / "client", "write -P 0x11 0 64k", "read -P 0x11 0 64k")
+    # raidlab replay (the store's own client) over TLS, and it refuses an nbds URI without a CA.
+    cfg = tmp_path / "w.toml"
+    cfg.write_text(REPLAY)
+    rep = run_cli("replay", nbds(srv, certs / "anon"), cfg, "--qd", "4", "--json")
+    assert rep.returncode == 0, rep.stderr
+    assert json.loads(rep.stdout)["errors"] == 0
+    msg = cli_bad_input("replay", f"nbds://{srv.listen}/", cfg)
+    assert "tls-certificates" in msg, msg
     srv.stop()
 
 

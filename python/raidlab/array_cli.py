@@ -420,7 +420,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     t.set_defaults(func=cmd_ctl)
 
     p = sub.add_parser("replay", help="replay a config's workload against an NBD export; IOPS and latency")
-    p.add_argument("uri", help="nbd://HOST:PORT[/EXPORT] or nbd+unix:///EXPORT?socket=PATH")
+    p.add_argument("uri", help="nbd://HOST:PORT[/EXPORT] or nbd+unix:///EXPORT?socket=PATH; over TLS nbds://... or nbds+unix://... with ?tls-certificates=DIR (ca-cert.pem)")
     p.add_argument("workload", help="experiment TOML file (its first run's [workload] is replayed)")
     p.add_argument("--qd", type=positive_int, default=1, help="requests in flight (default 1)")
     p.add_argument("--timestamps", type=float, default=None, metavar="SCALE", help="issue at trace time x SCALE (default: as fast as possible)")
