@@ -14,6 +14,7 @@ use super::*;
 use crate::format::testutil::TempDir;
 use crate::nbd::server::Stream;
 use crate::nbd::tls::TlsStream;
+use rustls::pki_types::pem::PemObject;
 
 /// A CA, a server certificate for localhost/127.0.0.1/::1 and a client certificate, laid
 /// out as nbdkit (`server/`) and libnbd (`client/`) expect; `other/` holds a second CA's
@@ -657,5 +658,66 @@ fn interop_qemu_io_and_nbdinfo_over_tls() {
         let out = tool("nbdinfo", &["--size", &certs.uri(&srv.addr, "anon")]).unwrap();
         assert!(!out.status.success(), "served without a client certificate");
     }
+    srv.finish();
+}
+
+#[test]
+fn nbds_uris_parse() {
+    use crate::nbd::client::{parse_uri_full, Target, UriTls};
+    let u = parse_uri_full("nbds://[::1]:5/ex?tls-certificates=/d%20x&tls-hostname=h").unwrap();
+    assert_eq!(u.target, Target::Tcp("[::1]:5".into()));
+    assert_eq!(u.export, "ex");
+    assert_eq!(
+        u.tls,
+        Some(UriTls {
+            certificates: Some("/d x".into()),
+            hostname: "h".into()
+        })
+    );
+    let u = parse_uri_full("nbds://server.example").unwrap();
+    assert_eq!(u.target, Target::Tcp("server.example:10809".into()));
+    assert_eq!(u.tls.unwrap().hostname, "server.example");
+    let u = parse_uri_full("nbds+unix:///e?socket=/s&tls-certificates=/c").unwrap();
+    assert_eq!(u.target, Target::Unix("/s".into()));
+    assert_eq!(u.tls.unwrap().hostname, "localhost");
+    let u = parse_uri_full("nbd://h:1/e?tls-certificates=/c").unwrap();
+    assert_eq!((u.export.as_str(), u.tls), ("e", None));
+    for bad in ["nbdx://h", "nbds+unix:///e", "nbds://"] {
+        assert!(parse_uri_full(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn tls12_clients_are_served() {
+    let certs = Certs::new("tls12");
+    let srv = start_tls(
+        &tcp(),
+        Arc::new(Mem::new(MIB)),
+        Limits::default(),
+        certs.server(TlsMode::Require, false),
+    );
+    let pem = std::fs::read(certs.path("anon/ca-cert.pem")).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let mut raw = Raw::connect(&srv.addr, FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    raw.option(OPT_STARTTLS, &[]);
+    assert_eq!(raw.reply().1, REP_ACK);
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut t = TlsStream::connect(Stream::Tcp(raw.s), &config, "localhost", until).unwrap();
+    send_opt(&mut t, OPT_LIST, &[]);
+    assert_eq!(opt_reply(&mut t).1, REP_SERVER);
+    assert_eq!(opt_reply(&mut t).1, REP_ACK);
+    drop(t);
     srv.finish();
 }
