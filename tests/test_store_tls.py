@@ -221,6 +221,12 @@ def test_tls_on_serves_plain_and_tls_clients(tmp_path: Path, store_servers: Serv
     assert nbdinfo_json(f"nbd://{srv.listen}")["export-size"] == 3 * 8 * MiB
     assert nbdinfo_json(nbds(srv, certs / "anon"))["export-size"] == 3 * 8 * MiB
     qemu_io_tls(srv, certs / "client", "write -P 0x11 0 64k", "read -P 0x11 0 64k")
+    if shutil.which("qemu-img"):
+        info = json.loads(tool_ok(["qemu-img", "info", "--output=json", "--object",
+                                   f"tls-creds-x509,id=tls0,endpoint=client,dir={certs / 'anon'}", "--image-opts",
+                                   f"driver=nbd,server.type=inet,server.host=127.0.0.1,server.port={port(srv)},tls-creds=tls0"],
+                                  timeout=60))
+        assert info["virtual-size"] == 3 * 8 * MiB, info
     # raidlab replay (the store's own client) over TLS, and it refuses an nbds URI without a CA.
     cfg = tmp_path / "w.toml"
     cfg.write_text(REPLAY)
