@@ -415,6 +415,14 @@ pub fn serve_greeting<R: Read, W: Write>(
     if !client_flags_ok(flags) {
         return Ok(None);
     }
+    // TLS needs fixed newstyle on both sides: without it, `On` means no TLS at all, while
+    // `Require` still refuses everything (such a client can only be turned away).
+    let fixed = flags & FLAG_C_FIXED_NEWSTYLE != 0;
+    let tls = if tls == TlsMode::On && !fixed {
+        TlsMode::Off
+    } else {
+        tls
+    };
     Ok(Some(Session::new(tls, flags & FLAG_C_NO_ZEROES != 0)))
 }
 

@@ -370,6 +370,11 @@ fn starttls_without_tls_is_unsupported_and_on_mode_serves_plain_options() {
     raw.request(0, CMD_FLUSH, 1, 0, 0);
     assert_eq!(raw.simple_reply(), (Errno(0), 1));
     drop(raw);
+    // Without NBD_FLAG_C_FIXED_NEWSTYLE there is no TLS (the spec's NOTLS mode).
+    let mut raw = Raw::connect(&srv.addr, 0);
+    raw.option(OPT_STARTTLS, &[]);
+    assert_eq!(raw.reply().1, REP_ERR_UNSUP);
+    drop(raw);
     srv.finish();
 }
 
