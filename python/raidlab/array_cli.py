@@ -6,6 +6,7 @@
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
+                      [--tls off|on|require --tls-certificates DIR [--tls-verify-peer]]
                       [--force] [--read-only] [--pid-file PATH]
     raidlab ctl DIR status [--json | --prometheus] [--test] | fail K [--force] | add-spare PATH
                     | remove K|PATH | re-add K|PATH | check [--json]
@@ -170,6 +171,9 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 insecure=args.insecure,
                 force=args.force,
                 read_only=args.read_only,
+                tls=args.tls,
+                tls_certificates=args.tls_certificates,
+                tls_verify_peer=args.tls_verify_peer,
             )
         )
     finally:
@@ -378,7 +382,11 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     n.add_argument("--payload-mib", type=positive_int, default=128, help="payload memory over all connections, MiB (default 128)")
     n.add_argument("--conn-payload-mib", type=positive_int, default=32, help="payload memory per connection, MiB (default 32)")
     n.add_argument("--zero-piece-mib", type=positive_int, default=4, help="TRIM and WRITE_ZEROES run in pieces of this many MiB, a power of two (default 4)")
-    n.add_argument("--insecure", action="store_true", help="allow a --listen address other than loopback (NBD here has no TLS)")
+    n.add_argument("--insecure", action="store_true", help="allow a --listen address other than loopback without --tls require")
+    t = s.add_argument_group("TLS through NBD_OPT_STARTTLS, as nbdkit --tls (docs/store.md: TLS)")
+    t.add_argument("--tls", default="off", metavar="off|on|require", help="off (default); on: clients may upgrade; require: every option before STARTTLS is refused")
+    t.add_argument("--tls-certificates", default=None, metavar="DIR", help="directory with server-cert.pem, server-key.pem (and ca-cert.pem for --tls-verify-peer)")
+    t.add_argument("--tls-verify-peer", action="store_true", help="require a client certificate signed by DIR/ca-cert.pem")
     s.add_argument("--force", action="store_true", help="start an array recorded failed, or with a stale member, as md's --assemble --force (every region is resynced)")
     s.add_argument("--read-only", action="store_true", help="export read-only and write nothing to the members (no resync or rebuild; ctl fail/add-spare/remove/re-add refused)")
     s.add_argument("--pid-file", default=None, help="write the server's process id here once it accepts connections (removed at exit)")
@@ -412,7 +420,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     t.set_defaults(func=cmd_ctl)
 
     p = sub.add_parser("replay", help="replay a config's workload against an NBD export; IOPS and latency")
-    p.add_argument("uri", help="nbd://HOST:PORT[/EXPORT] or nbd+unix:///EXPORT?socket=PATH")
+    p.add_argument("uri", help="nbd://HOST:PORT[/EXPORT] or nbd+unix:///EXPORT?socket=PATH; over TLS nbds://... or nbds+unix://... with ?tls-certificates=DIR (ca-cert.pem)")
     p.add_argument("workload", help="experiment TOML file (its first run's [workload] is replayed)")
     p.add_argument("--qd", type=positive_int, default=1, help="requests in flight (default 1)")
     p.add_argument("--timestamps", type=float, default=None, metavar="SCALE", help="issue at trace time x SCALE (default: as fast as possible)")

@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -78,6 +78,9 @@ pub fn serve(
     insecure: bool,
     force: bool,
     read_only: bool,
+    tls: &str,
+    tls_certificates: Option<&str>,
+    tls_verify_peer: bool,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -91,6 +94,8 @@ pub fn serve(
     opts.workers = workers;
     opts.backup_discard = backup_discard;
     opts.insecure = insecure;
+    opts.tls = store_serve::TlsOptions::parse(tls, tls_certificates, tls_verify_peer)
+        .map_err(|e| to_py(py, e))?;
     opts.limits = store_serve::nbd_limits(
         min_block,
         handshake_timeout,

@@ -1,7 +1,7 @@
 //! `raidlab serve`: assemble an array directory, run its controller and serve it over NBD
 //! until asked to stop, then drain, checkpoint and mark it clean.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,9 @@ use crate::control;
 use crate::ctrl::{Controller, IoFail, Options};
 use crate::device::Locks;
 use crate::format::{self, SuperblockSink};
-use crate::nbd::{self, Backend, BlockSize, Errno, Limits, Listen, ServeStats, Server};
+use crate::nbd::{
+    self, Backend, BlockSize, Errno, Limits, Listen, ServeStats, Server, ServerTls, TlsMode,
+};
 use crate::wb::setup::WbOptions;
 use crate::wb::WriteBack;
 
@@ -35,13 +37,43 @@ pub struct ServeOptions {
     pub backup_discard: bool,
     /// The NBD server's bounds against slow and hostile clients, and the minimum block.
     pub limits: Limits,
-    /// Serve on an address other than loopback without TLS (NBD has no other protection).
+    /// Serve on an address other than loopback without `--tls require` (NBD has no other
+    /// protection).
     pub insecure: bool,
+    /// TLS through NBD_OPT_STARTTLS (`--tls`, `--tls-certificates`, `--tls-verify-peer`).
+    pub tls: TlsOptions,
     /// Start an array recorded failed, or with a stale member (md's `--assemble --force`).
     pub force: bool,
     /// Export read-only and write nothing to the members (no resync, rebuild, or superblock
     /// update; `ctl` requests that change the array are refused).
     pub read_only: bool,
+}
+
+/// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR` and
+/// `--tls-verify-peer` (see `nbd::ServerTls::load` for the directory's files).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    pub mode: TlsMode,
+    pub certificates: Option<PathBuf>,
+    pub verify_peer: bool,
+}
+
+impl TlsOptions {
+    /// From the command line's words; a bad mode is a config error naming `--tls`.
+    pub fn parse(mode: &str, certificates: Option<&str>, verify_peer: bool) -> Result<Self> {
+        Ok(TlsOptions {
+            mode: TlsMode::parse(mode).map_err(|m| Error::config("--tls", m))?,
+            certificates: certificates.map(PathBuf::from),
+            verify_peer,
+        })
+    }
+
+    /// Load the certificates (None when TLS is off); a config error names the option and
+    /// the file at fault.
+    pub fn load(&self) -> Result<Option<ServerTls>> {
+        ServerTls::load(self.mode, self.certificates.as_deref(), self.verify_peer)
+            .map_err(|e| Error::config(e.option, e.to_string()))
+    }
 }
 
 /// The NBD limits `raidlab serve` uses unless told otherwise: those of the server, with
@@ -127,15 +159,19 @@ pub fn nbd_limits(
     Ok(limits)
 }
 
-/// A TCP listen address that is not loopback needs `--insecure` (there is no TLS yet).
-pub fn check_listen_secure(listen: &Listen, insecure: bool) -> Result<()> {
+/// A TCP listen address that is not loopback needs `--tls require` or `--insecure`.
+pub fn check_listen_secure(listen: &Listen, insecure: bool, tls: TlsMode) -> Result<()> {
     match listen {
-        Listen::Tcp(addr) if !addr.ip().is_loopback() && !insecure => Err(Error::config(
-            "--listen",
-            format!(
-                "{addr} is not a loopback address: NBD traffic is neither encrypted nor authenticated (no TLS yet); pass --insecure to serve it anyway"
-            ),
-        )),
+        Listen::Tcp(addr)
+            if !addr.ip().is_loopback() && !insecure && tls != TlsMode::Require =>
+        {
+            Err(Error::config(
+                "--listen",
+                format!(
+                    "{addr} is not a loopback address: without --tls require, NBD traffic may be neither encrypted nor authenticated; pass --tls require (with --tls-certificates DIR), or --insecure to serve it anyway"
+                ),
+            ))
+        }
         _ => Ok(()),
     }
 }
@@ -152,6 +188,7 @@ impl Default for ServeOptions {
             backup_discard: false,
             limits: default_limits(),
             insecure: false,
+            tls: TlsOptions::default(),
             force: false,
             read_only: false,
         }
@@ -248,6 +285,7 @@ impl ServeOptions {
             backup_discard: false,
             limits: default_limits(),
             insecure: false,
+            tls: TlsOptions::default(),
             force: false,
             read_only: false,
         })
@@ -368,7 +406,8 @@ pub fn serve(
     ready: &mut dyn FnMut(&str),
 ) -> Result<ServeSummary> {
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
-    check_listen_secure(&listen, opts.insecure)?;
+    let tls = opts.tls.load()?;
+    check_listen_secure(&listen, opts.insecure, opts.tls.mode)?;
     if opts.read_only && opts.force {
         return Err(Error::config(
             "--read-only",
@@ -466,7 +505,7 @@ pub fn serve(
     if let Some(w) = opts.workers {
         server = server.with_workers(w);
     }
-    server = server.with_limits(opts.limits.clone());
+    server = server.with_limits(opts.limits.clone()).with_tls(tls);
     let addr = server.local_addr();
     if !a.forced.is_empty() {
         // The forced start is recorded now (the failure record cleared, the stale member's
@@ -492,12 +531,17 @@ pub fn serve(
     };
     let s = a.shape.clone();
     ready(&format!(
-        "raidlab serve: {} ({} of {} members, {} bytes, {}) accepting connections on {addr}",
+        "raidlab serve: {} ({} of {} members, {} bytes, {}) accepting connections on {addr}{}",
         a.name,
         s.level.name(),
         s.disks,
         s.size_bytes(),
         ctl.state_word(),
+        match opts.tls.mode {
+            TlsMode::Off => "",
+            TlsMode::On => " (TLS offered)",
+            TlsMode::Require => " (TLS required)",
+        },
     ));
     let export = Arc::new(Export {
         ctl: ctl.clone(),
@@ -635,11 +679,18 @@ mod tests {
     #[test]
     fn non_loopback_needs_insecure() {
         let any = Listen::parse("0.0.0.0:10809").unwrap();
-        let msg = check_listen_secure(&any, false).unwrap_err().to_string();
+        let msg = check_listen_secure(&any, false, TlsMode::Off)
+            .unwrap_err()
+            .to_string();
         assert!(msg.contains("--insecure"), "{msg}");
-        check_listen_secure(&any, true).unwrap();
+        let msg = check_listen_secure(&any, false, TlsMode::On)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("--tls require"), "{msg}");
+        check_listen_secure(&any, true, TlsMode::Off).unwrap();
+        check_listen_secure(&any, false, TlsMode::Require).unwrap();
         for ok in ["127.0.0.1:0", "[::1]:0", "unix:/tmp/x.sock"] {
-            check_listen_secure(&Listen::parse(ok).unwrap(), false).unwrap();
+            check_listen_secure(&Listen::parse(ok).unwrap(), false, TlsMode::Off).unwrap();
         }
     }
 }

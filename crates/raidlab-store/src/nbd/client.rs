@@ -1,7 +1,12 @@
 //! A small NBD client: fixed-newstyle handshake with NBD_OPT_GO (falling back to
 //! NBD_OPT_EXPORT_NAME), simple replies, blocking calls and a pipelined API.
 //!
-//! URIs: `nbd://HOST[:PORT][/EXPORT]` and `nbd+unix:///EXPORT?socket=PATH`.
+//! URIs: `nbd://HOST[:PORT][/EXPORT]` and `nbd+unix:///EXPORT?socket=PATH`; with TLS
+//! (NBD_OPT_STARTTLS first, then everything over TLS) `nbds://` and `nbds+unix://`, which
+//! need `tls-certificates=DIR` (libnbd's layout: `ca-cert.pem` to check the server, and
+//! `client-cert.pem` with `client-key.pem` if present, offered to a server that asks), and
+//! take `tls-hostname=NAME` (the name the server certificate must carry; default the
+//! URI's host, or `localhost` over a Unix socket).
 //!
 //! Pipelining: `submit_*` sends a request and returns its handle, `wait_any` returns the next
 //! reply. Keep at most a few dozen requests in flight and collect their replies: a server
@@ -12,15 +17,20 @@ use std::fmt;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use super::proto::{
     parse_simple_reply, read_full, Request, CMD_DISC, CMD_FLAG_FUA, CMD_FLUSH, CMD_READ, CMD_TRIM,
     CMD_WRITE, CMD_WRITE_ZEROES, FLAG_C_FIXED_NEWSTYLE, FLAG_C_NO_ZEROES, FLAG_FIXED_NEWSTYLE,
     FLAG_NO_ZEROES, IHAVEOPT, INFO_BLOCK_SIZE, INFO_EXPORT, NBDMAGIC, OPT_EXPORT_NAME, OPT_GO,
-    OPT_REPLY_MAGIC, REPLY_LEN, REP_ACK, REP_ERR_UNSUP, REP_INFO,
+    OPT_REPLY_MAGIC, OPT_STARTTLS, REPLY_LEN, REP_ACK, REP_ERR_UNSUP, REP_INFO,
 };
 use super::server::Stream;
+use super::tls::{client_config, TlsStream};
 use super::{BlockSize, Errno};
+use rustls::ClientConfig;
+use std::sync::Arc;
 
 /// Requests in flight on one client at most (a bound on the pending table).
 pub const MAX_PENDING: usize = 1024;
@@ -28,6 +38,8 @@ pub const MAX_PENDING: usize = 1024;
 const MAX_OPTION_REPLY: u32 = 64 << 10;
 /// Option replies read for one NBD_OPT_GO before giving up.
 const MAX_OPTION_REPLIES: usize = 64;
+/// The TLS handshake's deadline.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Block sizes assumed when the server does not advertise any (the spec's defaults).
 const DEFAULT_BLOCK: BlockSize = BlockSize {
     minimum: 1,
@@ -91,37 +103,83 @@ pub(crate) enum Target {
     Unix(String),
 }
 
+/// TLS asked for by an `nbds://` or `nbds+unix://` URI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct UriTls {
+    /// `tls-certificates=DIR`.
+    pub certificates: Option<PathBuf>,
+    /// The name the server's certificate must carry.
+    pub hostname: String,
+}
+
+/// A parsed NBD URI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Uri {
+    pub target: Target,
+    pub export: String,
+    pub tls: Option<UriTls>,
+}
+
 /// Split an NBD URI into its target and export name.
+#[cfg(test)]
 pub(crate) fn parse_uri(uri: &str) -> io::Result<(Target, String)> {
+    let u = parse_uri_full(uri)?;
+    Ok((u.target, u.export))
+}
+
+/// Parse an NBD URI: scheme (`nbd`, `nbds`, `nbd+unix`, `nbds+unix`), target, export and
+/// the query parameters this client knows (`socket`, `tls-certificates`, `tls-hostname`).
+pub(crate) fn parse_uri_full(uri: &str) -> io::Result<Uri> {
     let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("bad NBD URI {uri:?}"));
-    if let Some(rest) = uri.strip_prefix("nbd+unix://") {
-        let rest = rest.strip_prefix('/').ok_or_else(bad)?;
-        let (export, query) = rest.split_once('?').ok_or_else(bad)?;
-        let socket = query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("socket="))
-            .filter(|s| !s.is_empty())
-            .ok_or_else(bad)?;
-        return Ok((
-            Target::Unix(percent_decode(socket)?),
-            percent_decode(export)?,
-        ));
-    }
-    let rest = uri.strip_prefix("nbd://").ok_or_else(bad)?;
-    let (authority, export) = rest.split_once('/').unwrap_or((rest, ""));
-    if authority.is_empty() {
-        return Err(bad());
-    }
-    // A port is present if the text after the last ':' is outside IPv6 brackets.
-    let has_port = authority
-        .rfind(':')
-        .is_some_and(|i| !authority[i..].contains(']'));
-    let addr = if has_port {
-        authority.to_string()
-    } else {
-        format!("{authority}:10809")
+    let (scheme, rest) = uri.split_once("://").ok_or_else(bad)?;
+    let (tls, unix) = match scheme {
+        "nbd" => (false, false),
+        "nbds" => (true, false),
+        "nbd+unix" => (false, true),
+        "nbds+unix" => (true, true),
+        _ => return Err(bad()),
     };
-    Ok((Target::Tcp(addr), percent_decode(export)?))
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let param = |key: &str| -> io::Result<Option<String>> {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+            .map(percent_decode)
+            .transpose()
+    };
+    let (target, export, host) = if unix {
+        let export = main.strip_prefix('/').ok_or_else(bad)?;
+        let socket = param("socket")?.filter(|s| !s.is_empty()).ok_or_else(bad)?;
+        (Target::Unix(socket), export, "localhost".to_string())
+    } else {
+        let (authority, export) = main.split_once('/').unwrap_or((main, ""));
+        if authority.is_empty() {
+            return Err(bad());
+        }
+        // A port is present if the text after the last ':' is outside IPv6 brackets.
+        let port_at = authority
+            .rfind(':')
+            .filter(|&i| !authority[i..].contains(']'));
+        let (host, addr) = match port_at {
+            Some(i) => (&authority[..i], authority.to_string()),
+            None => (authority, format!("{authority}:10809")),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        (Target::Tcp(addr), export, host.to_string())
+    };
+    let tls = if tls {
+        Some(UriTls {
+            certificates: param("tls-certificates")?.map(PathBuf::from),
+            hostname: param("tls-hostname")?.unwrap_or(host),
+        })
+    } else {
+        None
+    };
+    Ok(Uri {
+        target,
+        export: percent_decode(export)?,
+        tls,
+    })
 }
 
 fn percent_decode(s: &str) -> io::Result<String> {
@@ -145,9 +203,30 @@ fn percent_decode(s: &str) -> io::Result<String> {
 }
 
 impl Client {
-    /// Connect and do the handshake.
+    /// Connect and do the handshake (over TLS for an `nbds` URI).
     pub fn connect(uri: &str) -> io::Result<Client> {
-        let (target, export) = parse_uri(uri)?;
+        let Uri {
+            target,
+            export,
+            tls,
+        } = parse_uri_full(uri)?;
+        let tls = match tls {
+            None => None,
+            Some(t) => {
+                let Some(dir) = t.certificates else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{uri}: an nbds URI needs tls-certificates=DIR (with ca-cert.pem)"),
+                    ));
+                };
+                let (cert, key) = (dir.join("client-cert.pem"), dir.join("client-key.pem"));
+                let client = (cert.exists() && key.exists()).then_some((&*cert, &*key));
+                let config = client_config(&dir.join("ca-cert.pem"), client).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {e}", e.option))
+                })?;
+                Some((config, t.hostname))
+            }
+        };
         let stream = match target {
             Target::Tcp(addr) => {
                 let s = TcpStream::connect(addr)?;
@@ -166,11 +245,51 @@ impl Client {
             next_cookie: 1,
             pending: HashMap::new(),
         };
-        client.handshake(export.as_bytes())?;
+        client.handshake(export.as_bytes(), tls)?;
         Ok(client)
     }
 
-    fn handshake(&mut self, export: &[u8]) -> io::Result<()> {
+    /// NBD_OPT_STARTTLS, then the TLS handshake; the reader and writer go through TLS.
+    fn start_tls(&mut self, config: &Arc<ClientConfig>, hostname: &str) -> io::Result<()> {
+        self.send_option(OPT_STARTTLS, &[])?;
+        let mut head = [0u8; 20];
+        self.reader.read_exact(&mut head)?;
+        let magic = u64::from_be_bytes(head[..8].try_into().unwrap_or_default());
+        let reply = u32::from_be_bytes(head[12..16].try_into().unwrap_or_default());
+        let len = u32::from_be_bytes(head[16..].try_into().unwrap_or_default());
+        if magic != OPT_REPLY_MAGIC || len > MAX_OPTION_REPLY {
+            return Err(invalid("bad option reply"));
+        }
+        let mut body = vec![0u8; len as usize];
+        self.reader.read_exact(&mut body)?;
+        if reply != REP_ACK {
+            // Going on in plain text would defeat the point: a TLS URI never does.
+            return Err(io::Error::other(format!(
+                "server refused NBD_OPT_STARTTLS (reply {reply:#x}): {}",
+                String::from_utf8_lossy(&body)
+            )));
+        }
+        if !self.reader.buffer().is_empty() {
+            return Err(invalid("server sent data after NBD_OPT_STARTTLS"));
+        }
+        let raw = self.writer.try_clone()?;
+        let tls = TlsStream::connect(
+            raw,
+            config,
+            hostname,
+            Instant::now() + TLS_HANDSHAKE_TIMEOUT,
+        )?;
+        tls.raw().set_read_timeout(None)?;
+        self.reader = BufReader::with_capacity(64 << 10, Stream::Tls(Box::new(tls.try_clone()?)));
+        self.writer = Stream::Tls(Box::new(tls));
+        Ok(())
+    }
+
+    fn handshake(
+        &mut self,
+        export: &[u8],
+        tls: Option<(Arc<ClientConfig>, String)>,
+    ) -> io::Result<()> {
         let mut greet = [0u8; 18];
         self.reader.read_exact(&mut greet)?;
         let magic = u64::from_be_bytes(greet[..8].try_into().unwrap_or_default());
@@ -185,6 +304,9 @@ impl Client {
         let no_zeroes = hflags & FLAG_NO_ZEROES != 0;
         let cflags = FLAG_C_FIXED_NEWSTYLE | if no_zeroes { FLAG_C_NO_ZEROES } else { 0 };
         self.writer.write_all(&cflags.to_be_bytes())?;
+        if let Some((config, hostname)) = &tls {
+            self.start_tls(config, hostname)?;
+        }
 
         // NBD_OPT_GO asking for the block sizes (we honour them).
         let mut data = Vec::with_capacity(export.len() + 8);
@@ -435,6 +557,7 @@ impl Client {
         }
         .encode();
         self.writer.write_all2(&head, &[])?;
+        self.writer.close_notify();
         self.writer.shutdown(Shutdown::Write);
         Ok(())
     }

@@ -7,9 +7,10 @@
 //!   connection (fio's nbd engine, qemu) and replies never interleave;
 //! - `client`: [`Client`] — blocking calls and a pipelined submit / `wait_any` API;
 //! - `rmw`: [`SubBlock`] — sub-block requests over a 4 KiB backend by read-modify-write;
+//! - `tls`: TLS through NBD_OPT_STARTTLS ([`TlsMode`], [`ServerTls`]), X.509 certificates;
 //! - [`Limits`]: the bounds against slow, stuck and hostile clients.
 //!
-//! Simple replies only (no structured replies, no TLS, no block status).
+//! Simple replies only (no structured replies, no block status).
 
 pub mod client;
 mod pool;
@@ -18,6 +19,7 @@ pub mod rmw;
 pub mod server;
 #[cfg(test)]
 mod tests;
+pub mod tls;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -27,6 +29,7 @@ use std::time::Duration;
 pub use client::{Client, ClientError, Completion};
 pub use rmw::SubBlock;
 pub use server::Server;
+pub use tls::{ServerTls, TlsConfigError, TlsMode};
 
 /// An NBD error value, sent in the simple reply. The values are the spec's (Linux errno).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -144,6 +144,8 @@ pub(super) struct Shared {
     pub(super) limits: Limits,
     /// Moving average of the backend's time per request, in ns (see `inline_ok`).
     pub(super) service_ns_avg: AtomicU64,
+    /// TLS offered or required through NBD_OPT_STARTTLS (None: no TLS).
+    pub(super) tls: Option<super::tls::ServerTls>,
 }
 
 impl Shared {

@@ -5,6 +5,7 @@
 
 use std::io::{self, Read, Write};
 
+use super::tls::TlsMode;
 use super::{BlockSize, Errno, EINVAL, ENOSPC, EPERM};
 
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
@@ -43,6 +44,7 @@ pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
 pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+pub const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
 pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
 pub const REP_ERR_BLOCK_SIZE_REQD: u32 = (1 << 31) + 8;
 pub const REP_ERR_TOO_BIG: u32 = (1 << 31) + 9;
@@ -148,19 +150,81 @@ pub enum OptOutcome {
     Transmit,
     /// Send what is in `out` (maybe nothing), then close the connection.
     Close,
+    /// Send what is in `out` (NBD_REP_ACK to NBD_OPT_STARTTLS), then do the TLS handshake
+    /// and read the next option over TLS.
+    StartTls,
 }
 
-/// Handle one option whose payload `data` has been read in full. `no_zeroes` is whether
-/// the client negotiated NBD_FLAG_C_NO_ZEROES; `asked_block` records whether the client
-/// has requested NBD_INFO_BLOCK_SIZE in this handshake (set here, read by NBD_OPT_GO).
+/// What the option haggling of one connection has settled so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The server's TLS mode.
+    pub tls: TlsMode,
+    /// NBD_OPT_STARTTLS was acknowledged (and the TLS handshake done).
+    pub tls_active: bool,
+    /// The client negotiated NBD_FLAG_C_NO_ZEROES.
+    pub no_zeroes: bool,
+    /// The client has requested NBD_INFO_BLOCK_SIZE (set by NBD_OPT_INFO/GO, read by GO;
+    /// forgotten at STARTTLS, as everything negotiated in plain text).
+    pub asked_block: bool,
+    /// Options handled (the handshake ends after `MAX_OPTIONS`).
+    pub options: usize,
+}
+
+impl Session {
+    pub fn new(tls: TlsMode, no_zeroes: bool) -> Session {
+        Session {
+            tls,
+            tls_active: false,
+            no_zeroes,
+            asked_block: false,
+            options: 0,
+        }
+    }
+}
+
+/// Handle one option whose payload `data` has been read in full, per the session's TLS
+/// mode (`Require`: the spec's FORCEDTLS; `On`: STARTTLS allowed, never required).
 pub fn handle_option(
     option: u32,
     data: &[u8],
     export: &ExportInfo,
-    no_zeroes: bool,
-    asked_block: &mut bool,
+    session: &mut Session,
     out: &mut Vec<u8>,
 ) -> OptOutcome {
+    if option == OPT_STARTTLS && session.tls != TlsMode::Off {
+        if session.tls_active {
+            option_reply(out, option, REP_ERR_INVALID, &[b"TLS is already active"]);
+            return OptOutcome::Continue;
+        }
+        if !data.is_empty() {
+            option_reply(
+                out,
+                option,
+                REP_ERR_INVALID,
+                &[b"NBD_OPT_STARTTLS takes no data"],
+            );
+            return OptOutcome::Continue;
+        }
+        option_reply(out, option, REP_ACK, &[]);
+        session.asked_block = false;
+        return OptOutcome::StartTls;
+    }
+    if session.tls == TlsMode::Require && !session.tls_active && option != OPT_ABORT {
+        // NBD_OPT_EXPORT_NAME cannot be answered with an error: the session ends.
+        if option == OPT_EXPORT_NAME {
+            return OptOutcome::Close;
+        }
+        option_reply(
+            out,
+            option,
+            REP_ERR_TLS_REQD,
+            &[b"this server requires TLS: send NBD_OPT_STARTTLS first"],
+        );
+        return OptOutcome::Continue;
+    }
+    let no_zeroes = session.no_zeroes;
+    let asked_block = &mut session.asked_block;
     match option {
         OPT_EXPORT_NAME => {
             // No way to report an error here: an unknown name ends the session.
@@ -261,7 +325,8 @@ pub fn handle_option(
                 OptOutcome::Continue
             }
         }
-        // STARTTLS, STRUCTURED_REPLY, meta contexts, extended headers and unknown options.
+        // STARTTLS without TLS, STRUCTURED_REPLY, meta contexts, extended headers and
+        // unknown options.
         _ => {
             option_reply(out, option, REP_ERR_UNSUP, &[]);
             OptOutcome::Continue
@@ -313,10 +378,13 @@ pub enum Handshake {
     Transmit,
     /// The client aborted, broke the protocol or went away; close the connection.
     Closed,
+    /// NBD_OPT_STARTTLS was acknowledged: do the TLS handshake, then haggle on over TLS.
+    StartTls,
 }
 
-/// Run the server side of the fixed newstyle handshake. `scratch` is reused for option data
-/// and replies. I/O errors (including a client vanishing mid-option) are returned as is.
+/// Run the server side of the fixed newstyle handshake without TLS (NBD_OPT_STARTTLS is
+/// answered NBD_REP_ERR_UNSUP). `scratch` is reused for option data and replies. I/O
+/// errors (including a client vanishing mid-option) are returned as is.
 pub fn serve_handshake<R: Read, W: Write>(
     r: &mut R,
     w: &mut W,
@@ -324,19 +392,53 @@ pub fn serve_handshake<R: Read, W: Write>(
     scratch: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> io::Result<Handshake> {
+    let Some(mut session) = serve_greeting(r, w, TlsMode::Off)? else {
+        return Ok(Handshake::Closed);
+    };
+    serve_options(r, w, export, &mut session, scratch, out)
+}
+
+/// Send the greeting and read the client flags; `None` if the client went away or sent
+/// flags the server did not offer (close the connection).
+pub fn serve_greeting<R: Read, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    tls: TlsMode,
+) -> io::Result<Option<Session>> {
     w.write_all(&greeting())?;
     w.flush()?;
     let mut flags = [0u8; 4];
     if !read_full(r, &mut flags)? {
-        return Ok(Handshake::Closed);
+        return Ok(None);
     }
     let flags = u32::from_be_bytes(flags);
     if !client_flags_ok(flags) {
-        return Ok(Handshake::Closed);
+        return Ok(None);
     }
-    let no_zeroes = flags & FLAG_C_NO_ZEROES != 0;
-    let mut asked_block = false;
-    for _ in 0..MAX_OPTIONS {
+    // TLS needs fixed newstyle on both sides: without it, `On` means no TLS at all, while
+    // `Require` still refuses everything (such a client can only be turned away).
+    let fixed = flags & FLAG_C_FIXED_NEWSTYLE != 0;
+    let tls = if tls == TlsMode::On && !fixed {
+        TlsMode::Off
+    } else {
+        tls
+    };
+    Ok(Some(Session::new(tls, flags & FLAG_C_NO_ZEROES != 0)))
+}
+
+/// Haggle options until the client enters transmission, leaves, or asks for TLS
+/// (`Handshake::StartTls`: the caller does the TLS handshake, marks the session's TLS
+/// active and calls again over TLS). At most `MAX_OPTIONS` options in all.
+pub fn serve_options<R: Read, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    export: &ExportInfo,
+    session: &mut Session,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> io::Result<Handshake> {
+    while session.options < MAX_OPTIONS {
+        session.options += 1;
         let mut head = [0u8; 16];
         if !read_full(r, &mut head)? {
             return Ok(Handshake::Closed);
@@ -363,13 +465,14 @@ pub fn serve_handshake<R: Read, W: Write>(
         if len > 0 && !read_full(r, scratch)? {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let outcome = handle_option(option, scratch, export, no_zeroes, &mut asked_block, out);
+        let outcome = handle_option(option, scratch, export, session, out);
         w.write_all(out)?;
         w.flush()?;
         match outcome {
             OptOutcome::Continue => {}
             OptOutcome::Transmit => return Ok(Handshake::Transmit),
             OptOutcome::Close => return Ok(Handshake::Closed),
+            OptOutcome::StartTls => return Ok(Handshake::StartTls),
         }
     }
     Ok(Handshake::Closed)

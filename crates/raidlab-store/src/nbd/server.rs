@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 
 use super::pool::{worker, Conn, Job, PoolState, Shared, PAYLOAD_PIECE};
 use super::proto::{
-    decide, discard, parse_request, serve_handshake, Command, Decision, ExportInfo, Handshake,
-    MAX_PAYLOAD, REQUEST_LEN,
+    decide, discard, parse_request, serve_greeting, serve_options, Command, Decision, ExportInfo,
+    Handshake, MAX_PAYLOAD, REQUEST_LEN,
 };
+use super::tls::{ServerTls, TlsMode, TlsStream};
 use super::{Backend, Errno, Limits, Listen, ServeStats, SubBlock};
 
 /// The reader runs a request itself while the backend's average time per request is below
@@ -56,11 +57,13 @@ pub(super) const FREE_BUFFERS: usize = 256;
 pub(super) const FREE_BYTES: usize = 64 << 20;
 pub(super) const FREE_MAX_BUFFER: usize = 4 << 20;
 
-/// A connected socket, TCP or Unix.
+/// A connected socket, TCP or Unix, or a TLS session over one (after NBD_OPT_STARTTLS).
+/// Timeouts and shutdown act on the socket, so every bound holds over TLS as well.
 #[derive(Debug)]
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -68,6 +71,7 @@ impl Stream {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(Box::new(s.try_clone()?)),
         })
     }
 
@@ -76,13 +80,25 @@ impl Stream {
         let _ = match self {
             Stream::Tcp(s) => s.shutdown(how),
             Stream::Unix(s) => s.shutdown(how),
+            Stream::Tls(s) => {
+                s.shutdown(how);
+                Ok(())
+            }
         };
+    }
+
+    /// End a TLS session with close_notify (briefly waiting); nothing on a plain socket.
+    pub(crate) fn close_notify(&mut self) {
+        if let Stream::Tls(s) = self {
+            s.close_notify();
+        }
     }
 
     pub(crate) fn set_write_timeout(&self, d: Option<Duration>) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(d),
             Stream::Unix(s) => s.set_write_timeout(d),
+            Stream::Tls(s) => s.raw().set_write_timeout(d),
         }
     }
 
@@ -90,6 +106,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(d),
             Stream::Unix(s) => s.set_read_timeout(d),
+            Stream::Tls(s) => s.raw().set_read_timeout(d),
         }
     }
 
@@ -116,6 +133,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -125,6 +143,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
 
@@ -132,6 +151,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write_vectored(bufs),
             Stream::Unix(s) => s.write_vectored(bufs),
+            Stream::Tls(s) => s.write_vectored(bufs),
         }
     }
 
@@ -152,6 +172,7 @@ pub struct Server {
     unix_path: Option<PathBuf>,
     workers: usize,
     limits: Limits,
+    tls: Option<ServerTls>,
 }
 
 impl Server {
@@ -169,6 +190,7 @@ impl Server {
                     unix_path: None,
                     workers,
                     limits: Limits::default(),
+                    tls: None,
                 })
             }
             Listen::Unix(path) => {
@@ -194,6 +216,7 @@ impl Server {
                     unix_path: Some(path.clone()),
                     workers,
                     limits: Limits::default(),
+                    tls: None,
                 })
             }
         }
@@ -209,6 +232,13 @@ impl Server {
     /// Set the bounds against slow and hostile clients (checked by `run`).
     pub fn with_limits(mut self, limits: Limits) -> Server {
         self.limits = limits;
+        self
+    }
+
+    /// Offer (`TlsMode::On`) or require (`TlsMode::Require`) TLS through NBD_OPT_STARTTLS;
+    /// `None` (the default) answers NBD_OPT_STARTTLS with NBD_REP_ERR_UNSUP.
+    pub fn with_tls(mut self, tls: Option<ServerTls>) -> Server {
+        self.tls = tls;
         self
     }
 
@@ -271,6 +301,7 @@ impl Server {
             debug: std::env::var_os("RAIDLAB_NBD_DEBUG").is_some(),
             limits: limits.clone(),
             service_ns_avg: AtomicU64::new(0),
+            tls: self.tls.clone(),
         });
         match &self.listener {
             Listener::Tcp(l) => l.set_nonblocking(true)?,
@@ -485,10 +516,11 @@ fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
         }
     }
     shared.drain(conn);
-    conn.writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .shutdown(Shutdown::Both);
+    {
+        let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
+        w.close_notify();
+        w.shutdown(Shutdown::Both);
+    }
     if shared.debug {
         let how = match &outcome {
             Ok(()) => "closed".to_string(),
@@ -560,15 +592,49 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
     let mut reader = BufReader::with_capacity(READ_BUFFER, stream);
     {
         let until = Instant::now() + limits.handshake_timeout;
-        let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mode = shared.tls.as_ref().map_or(TlsMode::Off, |t| t.mode);
         let (mut scratch, mut out) = (Vec::new(), Vec::new());
-        let mut r = Deadline {
-            r: &mut reader,
-            until,
+        let mut session = {
+            let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r = Deadline {
+                r: &mut reader,
+                until,
+            };
+            match serve_greeting(&mut r, &mut *w, mode)? {
+                Some(s) => s,
+                None => return Ok(()),
+            }
         };
-        match serve_handshake(&mut r, &mut *w, &shared.export, &mut scratch, &mut out)? {
-            Handshake::Transmit => {}
-            Handshake::Closed => return Ok(()),
+        loop {
+            let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let mut r = Deadline {
+                r: &mut reader,
+                until,
+            };
+            let export = &shared.export;
+            match serve_options(
+                &mut r,
+                &mut *w,
+                export,
+                &mut session,
+                &mut scratch,
+                &mut out,
+            )? {
+                Handshake::Transmit => break,
+                Handshake::Closed => return Ok(()),
+                Handshake::StartTls => {}
+            }
+            // NBD_REP_ACK is sent: the TLS handshake, within the NBD handshake's deadline,
+            // then the reader and the writer both go through the session.
+            let Some(tls) = &shared.tls else {
+                return Err(io::Error::other("STARTTLS acknowledged without TLS"));
+            };
+            let early = reader.buffer().to_vec();
+            let raw = reader.into_inner();
+            let session_stream = TlsStream::accept(raw, &early, &tls.config, until)?;
+            *w = Stream::Tls(Box::new(session_stream.try_clone()?));
+            reader = BufReader::with_capacity(READ_BUFFER, Stream::Tls(Box::new(session_stream)));
+            session.tls_active = true;
         }
     }
     conn.handshaking.store(false, Ordering::Relaxed);

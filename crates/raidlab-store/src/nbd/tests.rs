@@ -276,3 +276,4 @@ mod hostile;
 mod interop;
 mod load;
 mod protocol;
+mod tls;
