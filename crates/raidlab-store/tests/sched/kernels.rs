@@ -34,36 +34,10 @@ impl Disk {
     }
 }
 
-/// Runs `threads` threads of `body(i)` under shuttle's exhaustive scheduler and returns the
-/// number of interleavings explored.
-fn dfs(threads: usize, body: impl Fn(usize) + Send + Sync + 'static) -> u64 {
-    let count = Arc::new(AtomicU64::new(0));
-    let body = Arc::new(body);
-    let c = count.clone();
-    shuttle::check_dfs(
-        move || {
-            c.fetch_add(1, Ordering::SeqCst);
-            let hs: Vec<_> = (0..threads)
-                .map(|i| {
-                    let b = body.clone();
-                    thread::spawn(move || b(i))
-                })
-                .collect();
-            for h in hs {
-                h.join().expect("thread");
-            }
-        },
-        None,
-    );
-    count.load(Ordering::SeqCst)
-}
-
 /// Every committer returns only once a sync that began after its record was staged has
-/// finished (its record is durable), in every interleaving of three committers.
+/// finished (its record is durable), in every interleaving of two committers.
 #[test]
 fn group_commit_covers_every_staged_record() {
-    let n = dfs(3, |_| {});
-    assert!(n >= 1);
     let explored = {
         // One disk and one group commit per execution.
         let cell: Arc<StdMutex<Option<(Arc<Disk>, Arc<GroupCommit>)>>> =
@@ -74,10 +48,10 @@ fn group_commit_covers_every_staged_record() {
         shuttle::check_dfs(
             move || {
                 c.fetch_add(1, Ordering::SeqCst);
-                let disk = Arc::new(Disk::new(3));
+                let disk = Arc::new(Disk::new(2));
                 let gc = Arc::new(GroupCommit::default());
                 *cell2.lock().expect("cell") = Some((disk.clone(), gc.clone()));
-                let hs: Vec<_> = (0..3)
+                let hs: Vec<_> = (0..2)
                     .map(|i| {
                         let (disk, gc) = (disk.clone(), gc.clone());
                         thread::spawn(move || {
@@ -99,12 +73,13 @@ fn group_commit_covers_every_staged_record() {
         drop(cell);
         count.load(Ordering::SeqCst)
     };
-    println!("KERNEL group commit: {explored} interleavings of 3 committers, all checked");
+    println!("KERNEL group commit: {explored} interleavings of 2 committers, all checked");
     assert!(explored > 100, "{explored}");
 }
 
 /// Every FLUSH returns only once the writes completed before it are durable, in every
-/// interleaving of two writer-flushers and a lone flusher.
+/// interleaving of two writer-flushers (the smallest history that broke the old flag: one
+/// FLUSH's sync in progress while the other's returns).
 #[test]
 fn flush_generation_covers_every_completed_write() {
     let count = Arc::new(AtomicU64::new(0));
@@ -114,7 +89,7 @@ fn flush_generation_covers_every_completed_write() {
             c.fetch_add(1, Ordering::SeqCst);
             let disk = Arc::new(Disk::new(2));
             let gen = Arc::new(FlushGen::default());
-            let mut hs: Vec<_> = (0..2)
+            let hs: Vec<_> = (0..2)
                 .map(|i| {
                     let (disk, gen) = (disk.clone(), gen.clone());
                     thread::spawn(move || {
@@ -128,10 +103,6 @@ fn flush_generation_covers_every_completed_write() {
                     })
                 })
                 .collect();
-            let (d, g) = (disk.clone(), gen.clone());
-            hs.push(thread::spawn(move || {
-                g.flush(|| d.sync()).expect("flush");
-            }));
             for h in hs {
                 h.join().expect("thread");
             }
