@@ -345,7 +345,7 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
     let mut injected: Vec<usize> = Vec::new();
     let mut spare = Some(spare);
     for _ in 0..3 {
-        match rng.gen_range(0..7u32) {
+        match rng.gen_range(0..8u32) {
             0 | 1 => {
                 let states = ctx.ctl.slot_states();
                 let slot = rng.gen_range(0..states.len());
@@ -407,6 +407,11 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
                         r.mismatches
                     ));
                 }
+            }
+            5 => {
+                // `ctl remove K`: forget the faulty device taken out of a slot, if any.
+                let slot = rng.gen_range(0..ctx.cfg.disks);
+                let _ = ctx.ctl.remove(&slot.to_string());
             }
             _ => {
                 ctx.ctl.intent_clear_idle(true);
