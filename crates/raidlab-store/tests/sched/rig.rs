@@ -207,7 +207,8 @@ std::thread_local! {
 
 fn fail(msg: String) -> ! {
     let run = RUNS_STARTED.with(|c| c.get());
-    panic!("PROMISE BROKEN in scheduled run {run}: {msg}");
+    let name = std::thread::current().name().unwrap_or("?").to_string();
+    panic!("PROMISE BROKEN in scheduled run {run} of {name}: {msg}");
 }
 
 impl Ctx {
@@ -340,15 +341,34 @@ fn client(ctx: &Ctx) {
 /// Operator commands racing the clients: fail a member (or inject errors into it) while
 /// the level survives, add the withheld spare, try to add a live member again (refused),
 /// `check` (no mismatch), clear idle bitmap regions.
-fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live: &[PathBuf]) {
+fn operator(
+    ctx: &Ctx,
+    faults: &[Arc<FaultMember>],
+    first_spare: &FaultMember,
+    spare: Option<Arc<dyn Member>>,
+    live: &[PathBuf],
+) {
     let mut rng = thread_rng();
     let mut injected: Vec<usize> = Vec::new();
-    let mut spare = Some(spare);
+    let mut spare = spare;
+    // Original members the array still uses: never failed (a failed one may be removed and
+    // then legitimately added back as a spare).
+    let mut gone: Vec<usize> = Vec::new();
+    if ctx.cfg.start != Start::Healthy {
+        gone.push(1);
+    }
     for _ in 0..3 {
         match rng.gen_range(0..8u32) {
             0 | 1 => {
                 let states = ctx.ctl.slot_states();
-                let slot = rng.gen_range(0..states.len());
+                // Half the time the replacement being rebuilt, when there is one.
+                let rebuilding = states
+                    .iter()
+                    .position(|s| matches!(s, SlotState::Recovering { .. }));
+                let slot = match rebuilding {
+                    Some(s) if rng.gen_bool(0.5) => s,
+                    _ => rng.gen_range(0..states.len()),
+                };
                 let down = states.iter().filter(|s| **s != SlotState::InSync).count()
                     + injected
                         .iter()
@@ -356,16 +376,22 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
                         .count();
                 let replacement = matches!(states[slot], SlotState::Recovering { .. });
                 let survives = states[slot] == SlotState::InSync && down < ctx.cfg.tolerance();
-                if replacement || survives {
-                    if rng.gen_bool(0.5) || injected.contains(&slot) {
+                if replacement && rng.gen_bool(0.5) {
+                    // The first replacement (spare 0) starts failing: its units in flight
+                    // fail late, after a rebuild onto spare 1 may have begun.
+                    first_spare.fail_now();
+                } else if replacement || survives {
+                    if replacement || rng.gen_bool(0.5) || injected.contains(&slot) {
                         if let Err(e) = ctx.ctl.fail_member(slot as u32, "failed by ctl") {
                             fail(format!("ctl fail {slot} killed a surviving array: {e}"));
                         }
+                        gone.push(slot);
                     } else {
                         // Errors from the device now in the slot: found by its next I/O.
                         let dev = &faults[slot];
                         dev.fail_now();
                         injected.push(slot);
+                        gone.push(slot);
                     }
                 }
             }
@@ -377,7 +403,11 @@ fn operator(ctx: &Ctx, faults: &[Arc<FaultMember>], spare: Arc<dyn Member>, live
                 }
             }
             3 => {
-                let p = &live[rng.gen_range(0..live.len())];
+                let live: Vec<&PathBuf> = (0..live.len())
+                    .filter(|k| !gone.contains(k))
+                    .map(|k| &live[k])
+                    .collect();
+                let p = live[rng.gen_range(0..live.len())];
                 let again: Arc<dyn Member> =
                     Arc::new(FileMember::open(&p.to_string_lossy()).expect("reopen"));
                 if ctx.ctl.add_spare(again).is_ok() {
@@ -456,12 +486,15 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         .iter()
         .map(|f| Some(f.clone() as Arc<dyn Member>))
         .collect();
-    // Degraded runs start with no spare; the operator may add the withheld one.
-    a2.spares = match cfg.start {
-        Start::Degraded => Vec::new(),
-        _ => vec![spares[0].clone() as Arc<dyn Member>],
+    // Degraded runs start with no spare, healthy ones with one; the operator may add the
+    // withheld one. Rebuilding runs have both: when the operator fails the replacement, a
+    // second rebuild starts at once, racing the first one's late units.
+    let (given, withheld): (Vec<Arc<dyn Member>>, Option<Arc<dyn Member>>) = match cfg.start {
+        Start::Degraded => (Vec::new(), Some(spares[1].clone())),
+        Start::Healthy => (vec![spares[0].clone()], Some(spares[1].clone())),
+        Start::Rebuilding => (vec![spares[0].clone(), spares[1].clone()], None),
     };
-    let withheld: Arc<dyn Member> = spares[1].clone();
+    a2.spares = given;
     let ctl = Arc::new(
         raidlab_store::serve::controller_from(&a2, Options::default()).expect("controller"),
     );
@@ -564,9 +597,10 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
     let op = {
         let c = ctx.clone();
         let faults = faults.clone();
+        let first_spare = spares[0].clone();
         let live = fx.members.clone();
         thread::spawn(move || {
-            operator(&c, &faults, withheld, &live);
+            operator(&c, &faults, &first_spare, withheld, &live);
             c.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         })
     };
