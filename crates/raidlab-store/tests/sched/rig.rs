@@ -727,8 +727,20 @@ fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<Tally>) {
     let states = crash::crash_states(events, 1, &mut || draw.gen::<u64>());
     let mut rng = thread_rng();
     let rows_all = vec![true; ROWS as usize];
+    // Half the states are cut just after a reply with nothing in flight landing: where a
+    // promise made at the reply (a FLUSH, a FUA write, a backed write) is tested hardest.
+    let after_reply: Vec<&CrashState> = states
+        .iter()
+        .filter(|s| {
+            s.kind == "none" && s.cut > 0 && matches!(events[s.cut - 1], Event::Ack { .. })
+        })
+        .collect();
     for _ in 0..cfg.crashes {
-        let s = &states[rng.gen_range(0..states.len())];
+        let s = if !after_reply.is_empty() && rng.gen_bool(0.5) {
+            after_reply[rng.gen_range(0..after_reply.len())]
+        } else {
+            &states[rng.gen_range(0..states.len())]
+        };
         mat.write(events, s).expect("materialise a crash state");
         write_record(&fx.dir.0, cfg.mode, &fx.backup, fx.backup_bytes);
         let void = fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE);
