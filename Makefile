@@ -1,13 +1,14 @@
 # raidlab: two commands do everything on a fresh machine.
 #   make demo   create .venv, build, run the VDF reproduction on built-in synthetic data
 #   make test   Rust tests (fmt, clippy, cargo test) + pytest
+#   make soak   long crash soaks: ext4 and XFS on the served store, SIGKILLed 50 times per cell
 PY      ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SOURCES := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.pyi' -o -name Cargo.toml) pyproject.toml Cargo.toml
 
-.PHONY: demo test test-rust test-python bench fuzz-build clean
+.PHONY: demo test test-rust test-python soak bench fuzz-build clean
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -31,6 +32,12 @@ test-rust:
 test-python: $(STAMP)
 	-@sh scripts/ensure-debs.sh
 	$(VPY) -m pytest -q
+
+# SOAK_RUNS kills per file system x write-cache mode x event (needs root, FUSE, loop devices).
+SOAK_RUNS ?= 50
+soak: $(STAMP)
+	-@sh scripts/ensure-debs.sh
+	$(VPY) scripts/fs_crash_soak.py --runs $(SOAK_RUNS) --strict
 
 bench: $(STAMP)
 	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
