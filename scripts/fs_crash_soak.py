@@ -831,8 +831,12 @@ class CellRunner:
             c.problems.append(f"{tag}: ctl check found {rep['mismatches']} inconsistent rows")
 
 
-def run_cell(base: Path, fs: str, mode: str, event: str, runs: int, seed: int, budget_s: float | None = None, log: Callable[[str], None] = lambda s: None) -> Cell:
-    """``runs`` kills of one cell in a rig of its own; everything it made is removed."""
+def run_cell(
+    base: Path, fs: str, mode: str, event: str, runs: int, seed: int, budget_s: float | None = None, log: Callable[[str], None] = lambda s: None, keep_none: bool = False
+) -> Cell:
+    """``runs`` kills of one cell in a rig of its own (at most ``budget_s`` seconds of runs);
+    everything it made is removed (its files stay when it found a problem, unless
+    ``keep_none``)."""
     preflight(fs)
     rig = Rig(Path(tempfile.mkdtemp(prefix=f"fs-{fs}-{mode}-{event}-", dir=base)))
     start = time.monotonic()
@@ -850,11 +854,16 @@ def run_cell(base: Path, fs: str, mode: str, event: str, runs: int, seed: int, b
         runner.cell.problems.append(str(e)[:4000])
     finally:
         left = rig.close()
-        if not left:
+        # A cell that found a problem keeps its files (members, journals, server logs) for a
+        # look; its mounts, loop devices and processes are gone all the same.
+        keep = runner is not None and runner.cell.problems and not keep_none
+        if not left and not keep:
             shutil.rmtree(rig.base, ignore_errors=True)
     if left:
         raise RuntimeError(f"could not remove {left} (under {rig.base})")
     assert runner is not None
+    if keep:
+        runner.cell.problems.append(f"files kept in {rig.base}")
     return runner.cell
 
 
@@ -889,7 +898,16 @@ def main() -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     base = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
-    cells = []
+    cells: list[Cell] = []
+
+    # SIGINT (even when started in the background, where it is ignored), SIGTERM and SIGHUP
+    # unwind through the cleanup: no mount, loop device or process is left behind.
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+    interrupted = False
 
     def say(s: str) -> None:
         if args.verbose:
@@ -901,10 +919,13 @@ def main() -> int:
                 for event in args.events.split(","):
                     cell = run_cell(base, fs, mode, event, args.runs, args.seed, args.budget_s, say)
                     cells.append(cell)
-                    print(f"{fs} / {mode} / {event}: {cell.runs} runs, {cell.files:,} fsync'd files checked, lost {cell.lost}, problems {len(cell.problems)}", file=sys.stderr, flush=True)
+                    print(table([cell]).splitlines()[-1] + f" problems: {len(cell.problems)}", file=sys.stderr, flush=True)
     except Skip as e:
         print(f"fs_crash_soak: skipped: {e}", file=sys.stderr)
         return 1 if args.strict else 0
+    except KeyboardInterrupt as e:
+        print(f"fs_crash_soak: interrupted ({e}); the cells finished so far:", file=sys.stderr)
+        interrupted = True
     if args.json:
         print(json.dumps([c.row() for c in cells], indent=1))
     else:
@@ -912,6 +933,8 @@ def main() -> int:
         for c in cells:
             for p in c.problems[:10]:
                 print(f"  {c.fs}/{c.mode}/{c.event}: {p}")
+    if interrupted:
+        return 130
     return 0 if all(c.ok for c in cells) else 1
 
 

@@ -34,7 +34,7 @@ def can_run(fs: str) -> None:
 def run_cell(fs: str, mode: str, event: str, runs: int, seed: int) -> fcs.Cell:
     can_run(fs)
     try:
-        return fcs.run_cell(BASE, fs, mode, event, runs, seed)
+        return fcs.run_cell(BASE, fs, mode, event, runs, seed, keep_none=True)
     except fcs.Skip as e:
         pytest.skip(str(e))
 
