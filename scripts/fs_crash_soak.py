@@ -694,6 +694,7 @@ class CellRunner:
         self.made = False
         self.spares = 0
         self.removed: list[Path] = []
+        self.min_ops = 4
         self.min_block: int | None = None
         must([*RAIDLAB, "array", "create", str(self.arr), "--level", "raid5", "--disks", "4", "--size", f"{MEMBER_MIB[fs]}MiB"], 120)
         self.member_bytes = (self.arr / "disk0").stat().st_size
@@ -743,7 +744,17 @@ class CellRunner:
                 )
             )
         state_at_kill = ""
+
+        def durable_ops() -> int:
+            return sum(line.startswith("D ") for j, _ in journals if j.exists() for line in j.read_text().splitlines())
+
         try:
+            # Each worker's setup is durable and a few operations are, however slow the
+            # machine; the event and the kill then come at random moments.
+            try:
+                wait_for(lambda: durable_ops() >= 2 + self.min_ops, 60, "the workload's first operations", 0.02)
+            except RuntimeError:
+                pass  # the checks below still run; a run without operations checks little
             if self.event in ("fail", "rebuild"):
                 time.sleep(rng.uniform(0.2, 0.8))
                 slot = rng.randrange(4)

@@ -55,8 +55,8 @@ def test_fsyncd_files_survive_a_sigkill(fs: str, mode: str, event: str, runs: in
     cell = run_cell(fs, mode, event, runs, seed=3)
     assert cell.problems == [], "\n".join(cell.problems[:10])
     assert cell.runs == cell.kills == runs, cell
-    # The workload got well past its setup before each kill, so files were really checked.
-    assert cell.files >= 5 * runs and cell.ops >= 10 * runs, cell
+    # The kill waits for a few durable operations (then a random delay), so files are checked.
+    assert cell.files >= runs and cell.ops >= 4 * runs, cell
     assert cell.fsck_clean == runs, cell
     assert (cell.lost, cell.corrupt, cell.resurrected, cell.mismatched_rows) == (0, 0, 0, 0), cell
     if event == "fail":
