@@ -695,6 +695,7 @@ class CellRunner:
         self.spares = 0
         self.removed: list[Path] = []
         self.min_ops = 4
+        self.plant_lost_cache = False
         self.min_block: int | None = None
         must([*RAIDLAB, "array", "create", str(self.arr), "--level", "raid5", "--disks", "4", "--size", f"{MEMBER_MIB[fs]}MiB"], 120)
         self.member_bytes = (self.arr / "disk0").stat().st_size
@@ -713,6 +714,8 @@ class CellRunner:
         extra = list(MODES[self.mode])
         if self.event == "rebuild":
             extra += ["--rebuild-max-kib", str(REBUILD_KIB)]
+        if self.plant_lost_cache:
+            extra += ["--thresholds", "99/98"]  # the cache keeps its newest 8 MiB
         # Phase A: serve, attach, mount, workload, event, SIGKILL.
         srv = self.rig.start_server(self.arr, extra)
         att = self.rig.attach(srv.uri, f"{self.fs}-{self.mode}-{self.event}-{run_no}a")
@@ -784,6 +787,11 @@ class CellRunner:
             raise RuntimeError(f"{tag}: teardown left {left} and workloads {dead}")
         for journal, prefix in journals:
             self.led.read_journal(journal, prefix)
+        if self.plant_lost_cache:
+            # A planted bug, to show the checks catch one: the store forgets its write
+            # cache's backup at the crash, so writes it acknowledged are gone.
+            for name in ("wb.json", "wb-mirror.img", "wb-log.img"):
+                (self.arr / name).unlink(missing_ok=True)
         # Phase B: restart (replays the write cache's backup), recover, check.
         srv = self.rig.start_server(self.arr, list(MODES[self.mode]))
         att = self.rig.attach(srv.uri, f"{self.fs}-{self.mode}-{self.event}-{run_no}b")
@@ -843,7 +851,16 @@ class CellRunner:
 
 
 def run_cell(
-    base: Path, fs: str, mode: str, event: str, runs: int, seed: int, budget_s: float | None = None, log: Callable[[str], None] = lambda s: None, keep_none: bool = False
+    base: Path,
+    fs: str,
+    mode: str,
+    event: str,
+    runs: int,
+    seed: int,
+    budget_s: float | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    keep_none: bool = False,
+    plant_lost_cache: bool = False,
 ) -> Cell:
     """``runs`` kills of one cell in a rig of its own (at most ``budget_s`` seconds of runs);
     everything it made is removed (its files stay when it found a problem, unless
@@ -854,6 +871,7 @@ def run_cell(
     runner = None
     try:
         runner = CellRunner(rig, fs, mode, event, seed, log)
+        runner.plant_lost_cache = plant_lost_cache
         for k in range(1, runs + 1):
             if budget_s is not None and time.monotonic() - start > budget_s:
                 break
