@@ -290,7 +290,9 @@ class Ledger:
         if not journal.exists():
             return
         pending: tuple[str, str, int, int] | None = None
-        for line in journal.read_text().splitlines():
+        text = journal.read_text()
+        # A line the workload's kill cut short has no newline yet: it was never recorded.
+        for line in text[: text.rfind("\n") + 1].splitlines():
             parts = line.split()
             if len(parts) != 5:
                 continue  # a line torn by the workload's kill
@@ -431,6 +433,34 @@ class Rig:
             if "in use" not in last.lower():
                 break
         raise RuntimeError(f"raidlab serve {arr} did not start\n{last}")
+
+    def start_nbdkit(self, image: Path, timeout: float = 30) -> Server:
+        """The reference server, ``nbdkit file IMAGE`` (a control run: the same stack and
+        checks over a server that is not raidlab)."""
+        port = free_port()
+        self.nlogs += 1
+        log = self.base / f"serve-{self.nlogs}.log"
+        with open(log, "wb") as err:
+            p = subprocess.Popen(
+                ["nbdkit", "-f", "-i", "127.0.0.1", "-p", str(port), "file", str(image)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
+        self.procs.append(p)
+
+        def up() -> bool:
+            if p.poll() is not None:
+                raise RuntimeError(f"nbdkit exited {p.returncode}: {log.read_text(errors='replace')}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, timeout, "nbdkit to listen")
+        return Server(p, port, log)
 
     @staticmethod
     def _ready_line(p: subprocess.Popen[bytes], timeout: float) -> str | None:
@@ -696,9 +726,18 @@ class CellRunner:
         self.removed: list[Path] = []
         self.min_ops = 4
         self.plant_lost_cache = False
+        # --reference nbdkit: the same runs over `nbdkit file` on one image the size of the
+        # array (only write-through and the kill event make sense there).
+        self.reference = False
+        self.image = self.dir / "reference.img"
         self.min_block: int | None = None
         must([*RAIDLAB, "array", "create", str(self.arr), "--level", "raid5", "--disks", "4", "--size", f"{MEMBER_MIB[fs]}MiB"], 120)
         self.member_bytes = (self.arr / "disk0").stat().st_size
+
+    def serve(self, extra: list[str]) -> Server:
+        if self.reference:
+            return self.rig.start_nbdkit(self.image)
+        return self.rig.start_server(self.arr, extra)
 
     def new_spare(self) -> Path:
         self.spares += 1
@@ -717,7 +756,7 @@ class CellRunner:
         if self.plant_lost_cache:
             extra += ["--thresholds", "99/98"]  # the cache keeps its newest 8 MiB
         # Phase A: serve, attach, mount, workload, event, SIGKILL.
-        srv = self.rig.start_server(self.arr, extra)
+        srv = self.serve(extra)
         att = self.rig.attach(srv.uri, f"{self.fs}-{self.mode}-{self.event}-{run_no}a")
         if not self.made:
             self.min_block = min_block_size(srv.uri)
@@ -771,7 +810,7 @@ class CellRunner:
                     ctl(self.arr, "add-spare", str(self.new_spare()))
             time.sleep(rng.uniform(*kill_window))
             try:
-                state_at_kill = status(self.arr)["state"]
+                state_at_kill = "" if self.reference else status(self.arr)["state"]
             except (RuntimeError, ValueError):
                 state_at_kill = "?"
         finally:
@@ -793,7 +832,7 @@ class CellRunner:
             for name in ("wb.json", "wb-mirror.img", "wb-log.img"):
                 (self.arr / name).unlink(missing_ok=True)
         # Phase B: restart (replays the write cache's backup), recover, check.
-        srv = self.rig.start_server(self.arr, list(MODES[self.mode]))
+        srv = self.serve(list(MODES[self.mode]))
         att = self.rig.attach(srv.uri, f"{self.fs}-{self.mode}-{self.event}-{run_no}b")
         ok = fsck_ext4(att.loop, tag, c) if base_fs(self.fs) == "ext4" else fsck_xfs(self.rig, att, self.mnt, tag, c)
         if ok:
@@ -817,7 +856,8 @@ class CellRunner:
                 u = self.rig.umount(att)
                 if u.returncode != 0:
                     c.problems.append(f"{tag}: umount failed: {u.stderr.strip()}")
-        self.repair(tag)
+        if not self.reference:
+            self.repair(tag)
         left = self.rig.detach(att)
         rc = self.rig.stop_server(srv)
         if rc != 0:
@@ -861,6 +901,9 @@ def run_cell(
     log: Callable[[str], None] = lambda s: None,
     keep_none: bool = False,
     plant_lost_cache: bool = False,
+    problem: Callable[[str], None] = lambda s: None,
+    stop_on_problem: bool = False,
+    reference: bool = False,
 ) -> Cell:
     """``runs`` kills of one cell in a rig of its own (at most ``budget_s`` seconds of runs);
     everything it made is removed (its files stay when it found a problem, unless
@@ -872,11 +915,22 @@ def run_cell(
     try:
         runner = CellRunner(rig, fs, mode, event, seed, log)
         runner.plant_lost_cache = plant_lost_cache
+        if reference:
+            if (mode, event) != ("write-through", "kill"):
+                raise ValueError("--reference nbdkit runs the write-through mode and the kill event only")
+            runner.reference = True
+            with open(runner.image, "wb") as fimg:
+                fimg.truncate(3 * (runner.member_bytes - MiB))
         for k in range(1, runs + 1):
             if budget_s is not None and time.monotonic() - start > budget_s:
                 break
+            before = len(runner.cell.problems)
             runner.one_run(k)
             log(f"{fs}/{mode}/{event}: run {k}: {runner.cell.files} files checked so far, problems {len(runner.cell.problems)}")
+            for p in runner.cell.problems[before : before + 20]:
+                problem(p)
+            if stop_on_problem and len(runner.cell.problems) > before:
+                break
     except RuntimeError as e:
         if runner is None:
             raise
@@ -925,6 +979,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--strict", action="store_true", help="exit 1 when the machine cannot run it")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--stop-on-problem", action="store_true", help="end a cell at its first problem (its files are kept)")
+    ap.add_argument("--reference", choices=["nbdkit"], default=None, help="control runs: serve with nbdkit file instead of raidlab")
     args = ap.parse_args()
     base = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
     cells: list[Cell] = []
@@ -946,7 +1002,19 @@ def main() -> int:
         for fs in args.fs.split(","):
             for mode in args.modes.split(","):
                 for event in args.events.split(","):
-                    cell = run_cell(base, fs, mode, event, args.runs, args.seed, args.budget_s, say)
+                    cell = run_cell(
+                        base,
+                        fs,
+                        mode,
+                        event,
+                        args.runs,
+                        args.seed,
+                        args.budget_s,
+                        say,
+                        problem=lambda p: print(f"  problem: {p}", file=sys.stderr, flush=True),
+                        stop_on_problem=args.stop_on_problem,
+                        reference=args.reference is not None,
+                    )
                     cells.append(cell)
                     print(table([cell]).splitlines()[-1] + f" problems: {len(cell.problems)}", file=sys.stderr, flush=True)
     except Skip as e:
