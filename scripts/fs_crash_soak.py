@@ -235,7 +235,24 @@ def workload(root: Path, journal: Path, seed: int, max_files: int = 60, seconds:
         fsync_dir(d)
     fsync_dir(root)
     fsync_dir(root.parent)
+    # XFS answers a directory fsync from the inode's pin count alone (xfs_dir_fsync ->
+    # xfs_log_force_inode): when the log write carrying the change failed, the file system
+    # shut down and the items were unpinned, it returns 0 although the change never reached
+    # the disk. A file fsync does check for a shut-down file system, so each operation's
+    # directory fsync is confirmed by an fsync of this file; when that fails, the operation
+    # is recorded as "S" (answered, but the file system had already failed), not durable.
+    sentinel = os.open(root / "sentinel", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.fsync(sentinel)
+    fsync_dir(root)
     j.write("D setup - 0 0\n")
+
+    def confirm(line: str) -> None:
+        try:
+            os.fsync(sentinel)
+        except OSError:
+            j.write("S" + line[1:])
+            raise
+        j.write(line)
     live: dict[str, int] = {}
     n = 0
     deadline = time.monotonic() + seconds
@@ -251,7 +268,7 @@ def workload(root: Path, journal: Path, seed: int, max_files: int = 60, seconds:
             write_file(root / rel, content(rel, 1, size), os.O_EXCL)
             fsync_dir((root / rel).parent)
             live[rel] = 1
-            j.write(f"D create {rel} 1 {size}\n")
+            confirm(f"D create {rel} 1 {size}\n")
         elif r < 0.8:
             rel = rng.choice(sorted(live))
             ver = live[rel] + 1
@@ -262,14 +279,14 @@ def workload(root: Path, journal: Path, seed: int, max_files: int = 60, seconds:
             os.rename(tmp, root / rel)
             fsync_dir((root / rel).parent)
             live[rel] = ver
-            j.write(f"D replace {rel} {ver} {size}\n")
+            confirm(f"D replace {rel} {ver} {size}\n")
         else:
             rel = rng.choice(sorted(live))
             j.write(f"I unlink {rel} {live[rel]} 0\n")
             os.unlink(root / rel)
             fsync_dir((root / rel).parent)
             del live[rel]
-            j.write(f"D unlink {rel} 0 0\n")
+            confirm(f"D unlink {rel} 0 0\n")
     j.close()
 
 
@@ -285,6 +302,7 @@ class Ledger:
     durable: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     maybe: dict[str, list[Any]] = field(default_factory=dict)
     ops: int = 0
+    unconfirmed: int = 0  # directory fsyncs that returned 0 on a file system already failed
 
     def read_journal(self, journal: Path, prefix: str) -> None:
         if not journal.exists():
@@ -300,7 +318,9 @@ class Ledger:
             if op == "setup":
                 continue
             name = f"{prefix}/{rel}"
-            if kind == "I":
+            if kind == "S":
+                self.unconfirmed += 1  # stays pending: its old or new state may be found
+            elif kind == "I":
                 pending = (op, name, ver, size)
             elif kind == "D":
                 pending = None
@@ -618,6 +638,7 @@ class Cell:
     corrupt: int = 0
     resurrected: int = 0
     mismatched_rows: int = 0
+    unconfirmed: int = 0  # operations whose directory fsync returned 0 after the fs failed
     degraded_at_kill: int = 0
     rebuilding_at_kill: int = 0
     seconds: float = 0.0
@@ -729,6 +750,7 @@ class CellRunner:
         # --reference nbdkit: the same runs over `nbdkit file` on one image the size of the
         # array (only write-through and the kill event make sense there).
         self.reference = False
+        self.snapshot = False
         self.image = self.dir / "reference.img"
         self.min_block: int | None = None
         must([*RAIDLAB, "array", "create", str(self.arr), "--level", "raid5", "--disks", "4", "--size", f"{MEMBER_MIB[fs]}MiB"], 120)
@@ -826,6 +848,15 @@ class CellRunner:
             raise RuntimeError(f"{tag}: teardown left {left} and workloads {dead}")
         for journal, prefix in journals:
             self.led.read_journal(journal, prefix)
+        if self.snapshot:
+            # The crash state as the kill left it (members and backup), before any recovery:
+            # with --stop-on-problem it is kept beside the array for a look.
+            snap = self.dir / "crash-state"
+            shutil.rmtree(snap, ignore_errors=True)
+            must(["cp", "-a", "--sparse=always", str(self.arr), str(snap)], 300)
+            for journal, _prefix in journals:
+                if journal.exists():
+                    shutil.copy(journal, snap / journal.name)
         if self.plant_lost_cache:
             # A planted bug, to show the checks catch one: the store forgets its write
             # cache's backup at the crash, so writes it acknowledged are gone.
@@ -871,6 +902,7 @@ class CellRunner:
             raise RuntimeError(f"{tag}: teardown left {left}")
         c.runs += 1
         c.ops = self.led.ops
+        c.unconfirmed = self.led.unconfirmed
         c.seconds += time.monotonic() - t0
         if not ok:
             raise RuntimeError(f"{tag}: the file system cannot be recovered; stopping this cell")
@@ -904,6 +936,7 @@ def run_cell(
     problem: Callable[[str], None] = lambda s: None,
     stop_on_problem: bool = False,
     reference: bool = False,
+    snapshot: bool = False,
 ) -> Cell:
     """``runs`` kills of one cell in a rig of its own (at most ``budget_s`` seconds of runs);
     everything it made is removed (its files stay when it found a problem, unless
@@ -915,6 +948,7 @@ def run_cell(
     try:
         runner = CellRunner(rig, fs, mode, event, seed, log)
         runner.plant_lost_cache = plant_lost_cache
+        runner.snapshot = snapshot
         if reference:
             if (mode, event) != ("write-through", "kill"):
                 raise ValueError("--reference nbdkit runs the write-through mode and the kill event only")
@@ -951,11 +985,14 @@ def run_cell(
 
 
 def table(cells: list[Cell]) -> str:
-    head = "| fs | mode | event | runs (kills) | degraded / rebuilding at kill | fsync'd files checked | durable ops | fsck clean / repaired / dirty | lost | corrupt | resurrected | inconsistent rows | s |"
-    lines = [head, "|" + " --- |" * 13]
+    head = (
+        "| fs | mode | event | runs (kills) | degraded / rebuilding at kill | fsync'd files checked | durable ops | "
+        "dir fsync 0 after fs failure | fsck clean / repaired / dirty | lost | corrupt | resurrected | inconsistent rows | s |"
+    )
+    lines = [head, "|" + " --- |" * 14]
     for c in cells:
         lines.append(
-            f"| {c.fs} | {c.mode} | {c.event} | {c.runs} ({c.kills}) | {c.degraded_at_kill} / {c.rebuilding_at_kill} | {c.files:,} | {c.ops:,} | "
+            f"| {c.fs} | {c.mode} | {c.event} | {c.runs} ({c.kills}) | {c.degraded_at_kill} / {c.rebuilding_at_kill} | {c.files:,} | {c.ops:,} | {c.unconfirmed} | "
             f"{c.fsck_clean} / {c.fsck_repaired} / {c.fsck_dirty} | {c.lost} | {c.corrupt} | {c.resurrected} | {c.mismatched_rows} | {c.seconds:.0f} |"
         )
     return "\n".join(lines)
@@ -980,6 +1017,7 @@ def main() -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 when the machine cannot run it")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--stop-on-problem", action="store_true", help="end a cell at its first problem (its files are kept)")
+    ap.add_argument("--snapshot", action="store_true", help="copy each crash state before recovery (DIR/crash-state; kept with --stop-on-problem)")
     ap.add_argument("--reference", choices=["nbdkit"], default=None, help="control runs: serve with nbdkit file instead of raidlab")
     args = ap.parse_args()
     base = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
@@ -1014,6 +1052,7 @@ def main() -> int:
                         problem=lambda p: print(f"  problem: {p}", file=sys.stderr, flush=True),
                         stop_on_problem=args.stop_on_problem,
                         reference=args.reference is not None,
+                        snapshot=args.snapshot,
                     )
                     cells.append(cell)
                     print(table([cell]).splitlines()[-1] + f" problems: {len(cell.problems)}", file=sys.stderr, flush=True)
