@@ -303,6 +303,8 @@ class Ledger:
     maybe: dict[str, list[Any]] = field(default_factory=dict)
     ops: int = 0
     unconfirmed: int = 0  # directory fsyncs that returned 0 on a file system already failed
+    unconfirmed_names: set[str] = field(default_factory=set)
+    unconfirmed_lost: int = 0  # ... and whose change is not on the disk after recovery
 
     def read_journal(self, journal: Path, prefix: str) -> None:
         if not journal.exists():
@@ -320,6 +322,7 @@ class Ledger:
             name = f"{prefix}/{rel}"
             if kind == "S":
                 self.unconfirmed += 1  # stays pending: its old or new state may be found
+                self.unconfirmed_names.add(name)
             elif kind == "I":
                 pending = (op, name, ver, size)
             elif kind == "D":
@@ -361,6 +364,8 @@ def verify(mnt: Path, led: Ledger, tag: str) -> Check:
         alts = led.maybe.get(name, [])
         got = file_state(mnt / name)
         if "any" in alts:
+            if name in led.unconfirmed_names and got is None:
+                led.unconfirmed_lost += 1
             # Being created at the kill: absent, empty, partial: all allowed; what landed is
             # not durable, so it is dropped from the ledger (the next runs use new names).
             led.durable.pop(name, None)
@@ -390,8 +395,11 @@ def verify(mnt: Path, led: Ledger, tag: str) -> Check:
                 head = got[:40].split(b"\n")[0].decode(errors="replace")
                 c.problems.append(f"{tag}: {name} (version {want[0]}, {want[1]} bytes, fsync'd) holds {len(got)} bytes starting {head!r}")
             continue
+        if name in led.unconfirmed_names and ok == want and alts and want not in alts:
+            led.unconfirmed_lost += 1
         led.durable[name] = ok
     led.maybe.clear()
+    led.unconfirmed_names.clear()
     return c
 
 
@@ -639,6 +647,7 @@ class Cell:
     resurrected: int = 0
     mismatched_rows: int = 0
     unconfirmed: int = 0  # operations whose directory fsync returned 0 after the fs failed
+    unconfirmed_lost: int = 0  # ... of which the change was not on the disk after recovery
     degraded_at_kill: int = 0
     rebuilding_at_kill: int = 0
     seconds: float = 0.0
@@ -903,6 +912,7 @@ class CellRunner:
         c.runs += 1
         c.ops = self.led.ops
         c.unconfirmed = self.led.unconfirmed
+        c.unconfirmed_lost = self.led.unconfirmed_lost
         c.seconds += time.monotonic() - t0
         if not ok:
             raise RuntimeError(f"{tag}: the file system cannot be recovered; stopping this cell")
@@ -987,12 +997,12 @@ def run_cell(
 def table(cells: list[Cell]) -> str:
     head = (
         "| fs | mode | event | runs (kills) | degraded / rebuilding at kill | fsync'd files checked | durable ops | "
-        "dir fsync 0 after fs failure | fsck clean / repaired / dirty | lost | corrupt | resurrected | inconsistent rows | s |"
+        "dir fsync 0 after fs failure (change lost) | fsck clean / repaired / dirty | lost | corrupt | resurrected | inconsistent rows | s |"
     )
     lines = [head, "|" + " --- |" * 14]
     for c in cells:
         lines.append(
-            f"| {c.fs} | {c.mode} | {c.event} | {c.runs} ({c.kills}) | {c.degraded_at_kill} / {c.rebuilding_at_kill} | {c.files:,} | {c.ops:,} | {c.unconfirmed} | "
+            f"| {c.fs} | {c.mode} | {c.event} | {c.runs} ({c.kills}) | {c.degraded_at_kill} / {c.rebuilding_at_kill} | {c.files:,} | {c.ops:,} | {c.unconfirmed} ({c.unconfirmed_lost}) | "
             f"{c.fsck_clean} / {c.fsck_repaired} / {c.fsck_dirty} | {c.lost} | {c.corrupt} | {c.resurrected} | {c.mismatched_rows} | {c.seconds:.0f} |"
         )
     return "\n".join(lines)
