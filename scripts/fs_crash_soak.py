@@ -235,12 +235,18 @@ def workload(root: Path, journal: Path, seed: int, max_files: int = 60, seconds:
         fsync_dir(d)
     fsync_dir(root)
     fsync_dir(root.parent)
-    # XFS answers a directory fsync from the inode's pin count alone (xfs_dir_fsync ->
-    # xfs_log_force_inode): when the log write carrying the change failed, the file system
-    # shut down and the items were unpinned, it returns 0 although the change never reached
-    # the disk. A file fsync does check for a shut-down file system, so each operation's
-    # directory fsync is confirmed by an fsync of this file; when that fails, the operation
-    # is recorded as "S" (answered, but the file system had already failed), not durable.
+    # Once the server is gone the kernel can answer a directory fsync with 0 for a change
+    # that never reached the disk:
+    # - XFS answers it from the inode's pin count alone (xfs_dir_fsync ->
+    #   xfs_log_force_inode); a failed log write shuts the file system down and unpins the
+    #   items, so the fsync returns 0 without forcing anything;
+    # - ext4 was seen doing the same: a directory fsync returned 0, the next operation failed
+    #   with EROFS (the journal had aborted), and the rename was missing after recovery
+    #   (ext4_sync_file returns 0 early on a read-only file system; the exact path was not
+    #   pinned down).
+    # So each operation is confirmed afterwards: a write and fsync of this sentinel file must
+    # succeed and the file system must not be read-only. Otherwise the operation is recorded
+    # as "S" (answered, but the file system had already failed): not durable, and counted.
     sentinel = os.open(root / "sentinel", os.O_WRONLY | os.O_CREAT, 0o644)
     os.fsync(sentinel)
     fsync_dir(root)
@@ -248,7 +254,10 @@ def workload(root: Path, journal: Path, seed: int, max_files: int = 60, seconds:
 
     def confirm(line: str) -> None:
         try:
+            os.pwrite(sentinel, b"x", 0)
             os.fsync(sentinel)
+            if os.statvfs(root).f_flag & os.ST_RDONLY:
+                raise OSError(30, "the file system went read-only")
         except OSError:
             j.write("S" + line[1:])
             raise
