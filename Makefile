@@ -1,13 +1,14 @@
 # raidlab: two commands do everything on a fresh machine.
 #   make demo   create .venv, build, run the VDF reproduction on built-in synthetic data
 #   make test   Rust tests (fmt, clippy, cargo test) + pytest
+#   make soak   long crash soaks: ext4 and XFS on the served store, SIGKILLed 50 times per cell
 PY      ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SOURCES := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.pyi' -o -name Cargo.toml) pyproject.toml Cargo.toml
 
-.PHONY: demo test test-rust test-python bench soak fuzz-build clean
+.PHONY: demo test test-rust test-python bench soak soak-sched soak-fs fuzz-build clean
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -35,6 +36,7 @@ test-python: $(STAMP)
 	-@sh scripts/ensure-debs.sh
 	$(VPY) -m pytest -q
 
+
 bench: $(STAMP)
 	$(VPY) -m pip install --quiet "libcachesim==0.3.5"
 	$(VPY) benches/bench_count.py
@@ -49,13 +51,21 @@ bench: $(STAMP)
 	$(VPY) benches/bench_store.py
 	$(VPY) benches/bench_store_wb.py
 
-# Long runs that do not fit in `make test`: the store's scheduled runs, 10,000 per
-# configuration with a crash state cut from each (SCHED_RUNS, SCHED_SEED to change).
+# Long runs that do not fit in `make test` (hours): the store's scheduled runs, SCHED_RUNS
+# per configuration with a crash state cut from each, then SOAK_RUNS kills per file system x
+# write-cache mode x event (needs root, FUSE, loop devices).
 SCHED_RUNS ?= 10000
 SCHED_SEED ?= 1
-soak:
+SOAK_RUNS ?= 50
+soak: soak-sched soak-fs
+
+soak-sched:
 	RAIDLAB_SCHED_RUNS=$(SCHED_RUNS) RAIDLAB_SCHED_SEED=$(SCHED_SEED) RAIDLAB_SCHED_CRASHES=1 \
 		cargo test --profile soak -p raidlab-store --features shuttle --test sched -- --nocapture --test-threads 2
+
+soak-fs: $(STAMP)
+	-@sh scripts/ensure-debs.sh
+	$(VPY) scripts/fs_crash_soak.py --runs $(SOAK_RUNS) --strict
 
 clean:
 	rm -rf $(VENV) target results

@@ -1,0 +1,1097 @@
+"""Real file systems on the store: ext4 and XFS made on the export the way a user would, a
+file workload that fsyncs, and ``raidlab serve`` SIGKILLed under it, again and again.
+
+The stack, built afresh after every kill (no kernel ``nbd`` module is needed)::
+
+    raidlab serve ARR --listen 127.0.0.1:PORT [write-cache options]
+    nbdfuse FUSE nbd://127.0.0.1:PORT          # the export as the file FUSE/nbd
+    losetup -f --show FUSE/nbd                 # a block device
+    mkfs.ext4 -b 4096 DEV | mkfs.xfs -s size=4096 DEV; mount DEV MNT
+
+One run:
+1. Start the server (no write cache, i.e. write-through; ``--backup mirror``; ``--backup
+   log``), attach the stack, mount, and start two workload processes. Each creates files of
+   known content, replaces them by write + fsync + rename, and unlinks them; after every
+   operation it fsyncs the file and its directory and only then records the operation as
+   durable in a journal kept outside the file system.
+2. The event: ``kill`` (a healthy array), ``fail`` (``ctl fail K`` during the workload, the
+   kill lands on a degraded array) or ``rebuild`` (``ctl fail K`` and ``ctl add-spare``; the
+   rebuild is throttled, so the kill lands while it runs).
+3. SIGKILL the server's process group at a random moment, kill the workload, and tear the
+   stack down in the documented order: kill nbdfuse, ``umount -l`` the file system,
+   ``losetup -d``, ``umount -l`` the FUSE directory.
+4. Restart the server (it replays its write-cache backup), attach again, and check the file
+   system: ext4 ``e2fsck -fy`` (journal replay) then ``e2fsck -fn`` must be clean; XFS is
+   mounted (log replay), unmounted, and ``xfs_repair -n`` must be clean. Mount it and read
+   every file: each whose fsync returned before the kill must hold its content, each
+   durably unlinked must stay gone. An operation in flight at the kill may show its old or
+   its new state.
+5. Repair the array (a spare for a failed slot, the rebuild finished, the faulty device
+   removed), wait for the resync, ``ctl check`` must find no inconsistent row, and stop the
+   server cleanly. The next run continues on the same file system.
+
+    python scripts/fs_crash_soak.py [--runs 50] [--fs ext4,xfs] [--modes write-through,mirror,log]
+        [--events kill,fail,rebuild] [--seed 1] [--json] [--budget-s SECONDS]
+
+It prints one row per file system x mode x event: runs (= kills), fsync'd files checked,
+durable operations, fsck results, files lost, corrupt or resurrected, and inconsistent rows.
+Exit 0 when nothing was lost. Needs root, /dev/fuse, loop devices, nbdfuse (libnbd-bin),
+e2fsprogs and xfsprogs; it says what is missing and exits 0 otherwise (``--strict``: 1).
+``tests/test_store_fs.py`` runs one run per cell of a few cells; ``make soak`` runs this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+MiB = 1 << 20
+RAIDLAB = [sys.executable, "-m", "raidlab.cli"]
+MODES: dict[str, list[str]] = {
+    "write-through": [],
+    "mirror": ["--write-cache-mib", "8", "--backup", "mirror"],
+    "log": ["--write-cache-mib", "8", "--backup", "log", "--log-size", "64MiB"],
+}
+EVENTS = ("kill", "fail", "rebuild")
+# RAID-5 of 4 members. XFS refuses file systems under 300 MB.
+MEMBER_MIB = {"ext4": 32, "xfs": 104, "ext4-defaults": 96, "xfs-defaults": 104}
+# 4 KiB blocks and sectors: the store refuses requests below 4 KiB (its advertised minimum
+# block size). XFS's default sector size follows the loop device's 512-byte sectors, so
+# its log would write 512-byte sectors; -s size=4096 keeps every request 4 KiB aligned.
+MKFS = {
+    "ext4": ["mkfs.ext4", "-q", "-F", "-b", "4096"],
+    "xfs": ["mkfs.xfs", "-q", "-f", "-s", "size=4096"],
+    "ext4-defaults": ["mkfs.ext4", "-q", "-F"],
+    "xfs-defaults": ["mkfs.xfs", "-q", "-f"],
+}
+TOOLS = {
+    "ext4": ["nbdfuse", "losetup", "mount", "umount", "mkfs.ext4", "e2fsck"],
+    "xfs": ["nbdfuse", "losetup", "mount", "umount", "mkfs.xfs", "xfs_repair"],
+}
+DEB_OF = {"nbdfuse": "libnbd-bin", "nbdinfo": "libnbd-bin", "mkfs.xfs": "xfsprogs", "xfs_repair": "xfsprogs", "mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs", "losetup": "mount"}
+# Throttle of the rebuild the "rebuild" event starts, KiB/s per member: a 32 MiB member
+# takes 16 s, so the kill lands in the middle of it.
+REBUILD_KIB = 2048
+BENIGN_FSCK = re.compile(r"^Free (blocks|inodes) count wrong \(\d+, counted=\d+\)\.$")
+
+
+def base_fs(fs: str) -> str:
+    return fs.split("-")[0]
+
+
+class Skip(Exception):
+    """The machine cannot run this (not root, no FUSE, no loop devices, a tool missing)."""
+
+
+def preflight(fs: str) -> None:
+    """Raise :class:`Skip` naming what is missing for file system ``fs``."""
+    if os.geteuid() != 0:
+        raise Skip("needs root (losetup, mount)")
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse (nbdfuse needs FUSE)")
+    if not os.path.exists("/dev/loop-control"):
+        raise Skip("no /dev/loop-control (no loop devices)")
+    for t in TOOLS[base_fs(fs)]:
+        if shutil.which(t) is None:
+            raise Skip(f"{t} not installed (Debian package {DEB_OF.get(t, t)}; `sh scripts/ensure-debs.sh` installs it as root)")
+
+
+def run(args: list[str], timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to completion within ``timeout`` s; a timeout is reported as exit -9."""
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return subprocess.CompletedProcess(args, -9, out, err + f"\n(timed out after {timeout} s)")
+
+
+def must(args: list[str], timeout: float = 60) -> str:
+    r = run(args, timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    for _ in range(1_000_000):
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            break
+        time.sleep(interval)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def mounted(path: Path) -> bool:
+    p = str(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == p for line in f if len(line.split()) > 1)
+
+
+def mounts_under(base: Path) -> list[Path]:
+    b = str(base) + "/"
+    with open("/proc/self/mounts") as f:
+        points = [line.split()[1] for line in f if len(line.split()) > 1]
+    return [Path(p) for p in points if p.startswith(b)]
+
+
+def loops_backed_by(path: Path) -> list[str]:
+    """Loop devices whose backing file is ``path`` (or under it)."""
+    out = []
+    for d in Path("/sys/block").glob("loop*"):
+        try:
+            backing = (d / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        if backing == str(path) or backing.startswith(str(path) + "/"):
+            out.append("/dev/" + d.name)
+    return out
+
+
+def kill_group(p: subprocess.Popen[Any], sig: int = signal.SIGKILL, wait_s: float = 30) -> int | None:
+    """Signal ``p``'s process group and reap ``p`` (None if it did not exit in ``wait_s``)."""
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        return p.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+# ---- the workload: runs as its own process, in its own process group ----------------------
+
+
+def content(name: str, ver: int, size: int) -> bytes:
+    head = f"{name} v{ver} {size}\n".encode()
+    return (head + random.Random(f"{name}/{ver}").randbytes(max(0, size - len(head))))[:size]
+
+
+def pick_size(rng: random.Random) -> int:
+    r = rng.random()
+    if r < 0.6:
+        return rng.randrange(1, 16 << 10)
+    if r < 0.9:
+        return rng.randrange(16 << 10, 256 << 10)
+    return rng.randrange(256 << 10, 2 << 20)
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file(path: Path, data: bytes, flags: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
+    try:
+        view = memoryview(data)
+        for _ in range(1_000_000):  # bounded: short writes only
+            if not view:
+                break
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def workload(root: Path, journal: Path, seed: int, max_files: int = 60, seconds: float = 600) -> None:
+    """Create / replace (write, fsync, rename, fsync dir) / unlink files under ``root`` until
+    killed (or an I/O error, or ``seconds``). Journal lines, written to the host's page cache
+    (they survive this process's SIGKILL): ``I op name ver size`` before an operation, ``D op
+    name ver size`` once it and its directory's fsync returned."""
+    rng = random.Random(seed)
+    j = open(journal, "a", buffering=1)
+    dirs = [root / f"d{i}" for i in range(3)]
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        fsync_dir(d)
+    fsync_dir(root)
+    fsync_dir(root.parent)
+    # Once the server is gone the kernel can answer a directory fsync with 0 for a change
+    # that never reached the disk:
+    # - XFS answers it from the inode's pin count alone (xfs_dir_fsync ->
+    #   xfs_log_force_inode); a failed log write shuts the file system down and unpins the
+    #   items, so the fsync returns 0 without forcing anything;
+    # - ext4 was seen doing the same: a directory fsync returned 0, the next operation failed
+    #   with EROFS (the journal had aborted), and the rename was missing after recovery
+    #   (ext4_sync_file returns 0 early on a read-only file system; the exact path was not
+    #   pinned down).
+    # So each operation is confirmed afterwards: a write and fsync of this sentinel file must
+    # succeed and the file system must not be read-only. Otherwise the operation is recorded
+    # as "S" (answered, but the file system had already failed): not durable, and counted.
+    sentinel = os.open(root / "sentinel", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.fsync(sentinel)
+    fsync_dir(root)
+    j.write("D setup - 0 0\n")
+
+    def confirm(line: str) -> None:
+        try:
+            os.pwrite(sentinel, b"x", 0)
+            os.fsync(sentinel)
+            if os.statvfs(root).f_flag & os.ST_RDONLY:
+                raise OSError(30, "the file system went read-only")
+        except OSError:
+            j.write("S" + line[1:])
+            raise
+        j.write(line)
+    live: dict[str, int] = {}
+    n = 0
+    deadline = time.monotonic() + seconds
+    for _ in range(10_000_000):
+        if time.monotonic() > deadline:
+            break
+        r = rng.random()
+        if not live or (len(live) < max_files and r < 0.45):
+            n += 1
+            rel = f"{dirs[n % len(dirs)].name}/f{n}"
+            size = pick_size(rng)
+            j.write(f"I create {rel} 1 {size}\n")
+            write_file(root / rel, content(rel, 1, size), os.O_EXCL)
+            fsync_dir((root / rel).parent)
+            live[rel] = 1
+            confirm(f"D create {rel} 1 {size}\n")
+        elif r < 0.8:
+            rel = rng.choice(sorted(live))
+            ver = live[rel] + 1
+            size = pick_size(rng)
+            j.write(f"I replace {rel} {ver} {size}\n")
+            tmp = root / (rel + ".tmp")
+            write_file(tmp, content(rel, ver, size), os.O_TRUNC)
+            os.rename(tmp, root / rel)
+            fsync_dir((root / rel).parent)
+            live[rel] = ver
+            confirm(f"D replace {rel} {ver} {size}\n")
+        else:
+            rel = rng.choice(sorted(live))
+            j.write(f"I unlink {rel} {live[rel]} 0\n")
+            os.unlink(root / rel)
+            fsync_dir((root / rel).parent)
+            del live[rel]
+            confirm(f"D unlink {rel} 0 0\n")
+    j.close()
+
+
+# ---- the ledger: what must be on the file system -------------------------------------------
+
+
+@dataclass
+class Ledger:
+    """Per file (path relative to the mount): ``(ver, size)`` of its durable content, or None
+    once durably unlinked; ``maybe``: the other states an operation in flight at the kill may
+    have left (a ``(ver, size)``, None for absent, or "any" for a file being created)."""
+
+    durable: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    maybe: dict[str, list[Any]] = field(default_factory=dict)
+    ops: int = 0
+    unconfirmed: int = 0  # directory fsyncs that returned 0 on a file system already failed
+    unconfirmed_names: set[str] = field(default_factory=set)
+    unconfirmed_lost: int = 0  # ... and whose change is not on the disk after recovery
+
+    def read_journal(self, journal: Path, prefix: str) -> None:
+        if not journal.exists():
+            return
+        pending: tuple[str, str, int, int] | None = None
+        text = journal.read_text()
+        # A line the workload's kill cut short has no newline yet: it was never recorded.
+        for line in text[: text.rfind("\n") + 1].splitlines():
+            parts = line.split()
+            if len(parts) != 5:
+                continue  # a line torn by the workload's kill
+            kind, op, rel, ver, size = parts[0], parts[1], parts[2], int(parts[3]), int(parts[4])
+            if op == "setup":
+                continue
+            name = f"{prefix}/{rel}"
+            if kind == "S":
+                self.unconfirmed += 1  # stays pending: its old or new state may be found
+                self.unconfirmed_names.add(name)
+            elif kind == "I":
+                pending = (op, name, ver, size)
+            elif kind == "D":
+                pending = None
+                self.ops += 1
+                self.durable[name] = None if op == "unlink" else (ver, size)
+        if pending is not None:
+            op, name, ver, size = pending
+            if op == "create":
+                self.maybe[name] = ["any"]
+            elif op == "replace":
+                self.maybe[name] = [(ver, size)]
+            else:
+                self.maybe[name] = [None]
+
+
+@dataclass
+class Check:
+    files: int = 0  # fsync'd files checked
+    lost: int = 0
+    corrupt: int = 0
+    resurrected: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def file_state(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def verify(mnt: Path, led: Ledger, tag: str) -> Check:
+    """Compare the mounted file system with the ledger, then settle the operations that were
+    in flight (the ledger adopts what landed)."""
+    c = Check()
+    for name in sorted(set(led.durable) | set(led.maybe)):
+        want = led.durable.get(name, "never")
+        alts = led.maybe.get(name, [])
+        got = file_state(mnt / name)
+        if "any" in alts:
+            if name in led.unconfirmed_names and got is None:
+                led.unconfirmed_lost += 1
+            # Being created at the kill: absent, empty, partial: all allowed; what landed is
+            # not durable, so it is dropped from the ledger (the next runs use new names).
+            led.durable.pop(name, None)
+            continue
+        if want == "never":
+            continue
+        states: list[Any] = [want, *alts]
+        if want is not None:
+            c.files += 1
+        ok = None
+        for s in states:
+            if s is None and got is None:
+                ok = s
+                break
+            if s is not None and got is not None and got == content(name.split("/", 1)[1], s[0], s[1]):
+                ok = s
+                break
+        else:
+            if want is None:
+                c.resurrected += 1
+                c.problems.append(f"{tag}: {name} was durably unlinked and is back ({len(got or b'')} bytes)")
+            elif got is None:
+                c.lost += 1
+                c.problems.append(f"{tag}: {name} (version {want[0]}, {want[1]} bytes, fsync'd) is missing")
+            else:
+                c.corrupt += 1
+                head = got[:40].split(b"\n")[0].decode(errors="replace")
+                c.problems.append(f"{tag}: {name} (version {want[0]}, {want[1]} bytes, fsync'd) holds {len(got)} bytes starting {head!r}")
+            continue
+        if name in led.unconfirmed_names and ok == want and alts and want not in alts:
+            led.unconfirmed_lost += 1
+        led.durable[name] = ok
+    led.maybe.clear()
+    led.unconfirmed_names.clear()
+    return c
+
+
+# ---- processes and the block-device stack ---------------------------------------------------
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.proc, self.port, self.log_path = proc, port, log
+
+    @property
+    def uri(self) -> str:
+        return f"nbd://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@dataclass
+class Attachment:
+    fuse: Path
+    nbdfuse: subprocess.Popen[bytes]
+    loop: str = ""
+    conn: str = ""  # /sys/fs/fuse/connections/N of this FUSE mount
+    mnt: Path | None = None
+
+
+class Rig:
+    """Owns every process, mount and loop device a run makes; :meth:`close` removes whatever
+    is left, in the documented order, within bounded time."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.procs: list[subprocess.Popen[Any]] = []
+        self.atts: list[Attachment] = []
+        self.nlogs = 0
+
+    # servers
+    def start_server(self, arr: Path, extra: list[str], timeout: float = 60) -> Server:
+        last = ""
+        for _attempt in range(3):
+            port = free_port()
+            self.nlogs += 1
+            log = self.base / f"serve-{self.nlogs}.log"
+            with open(log, "wb") as err:
+                p = subprocess.Popen(
+                    [*RAIDLAB, "serve", str(arr), "--listen", f"127.0.0.1:{port}", *extra],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            self.procs.append(p)
+            line = self._ready_line(p, timeout)
+            if line is not None and "accepting connections" in line:
+                return Server(p, port, log)
+            kill_group(p)
+            last = log.read_text(errors="replace")
+            if "in use" not in last.lower():
+                break
+        raise RuntimeError(f"raidlab serve {arr} did not start\n{last}")
+
+    def start_nbdkit(self, image: Path, timeout: float = 30) -> Server:
+        """The reference server, ``nbdkit file IMAGE`` (a control run: the same stack and
+        checks over a server that is not raidlab)."""
+        port = free_port()
+        self.nlogs += 1
+        log = self.base / f"serve-{self.nlogs}.log"
+        with open(log, "wb") as err:
+            p = subprocess.Popen(
+                ["nbdkit", "-f", "-i", "127.0.0.1", "-p", str(port), "file", str(image)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
+        self.procs.append(p)
+
+        def up() -> bool:
+            if p.poll() is not None:
+                raise RuntimeError(f"nbdkit exited {p.returncode}: {log.read_text(errors='replace')}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, timeout, "nbdkit to listen")
+        return Server(p, port, log)
+
+    @staticmethod
+    def _ready_line(p: subprocess.Popen[bytes], timeout: float) -> str | None:
+        import select
+
+        assert p.stdout is not None
+        fd = p.stdout.fileno()
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return None
+                buf += chunk
+            elif p.poll() is not None:
+                return None
+        return buf.split(b"\n", 1)[0].decode(errors="replace")
+
+    def stop_server(self, srv: Server, timeout: float = 60) -> int | None:
+        rc = kill_group(srv.proc, signal.SIGTERM, timeout)
+        if rc is None:
+            kill_group(srv.proc)
+        self._close_pipe(srv.proc)
+        return rc
+
+    def kill_server(self, srv: Server) -> None:
+        kill_group(srv.proc)
+        self._close_pipe(srv.proc)
+
+    @staticmethod
+    def _close_pipe(p: subprocess.Popen[Any]) -> None:
+        if p.stdout is not None and not p.stdout.closed:
+            p.stdout.close()
+
+    def spawn(self, args: list[str], out: Path) -> subprocess.Popen[bytes]:
+        with open(out, "ab") as o:
+            p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=o, stderr=o, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    # the stack
+    def attach(self, uri: str, tag: str) -> Attachment:
+        fuse = self.base / f"fuse-{tag}"
+        fuse.mkdir(exist_ok=True)
+        p = self.spawn(["nbdfuse", str(fuse), uri], self.base / f"nbdfuse-{tag}.log")
+        att = Attachment(fuse, p)
+        self.atts.append(att)
+        try:
+            wait_for(lambda: p.poll() is not None or (mounted(fuse) and (fuse / "nbd").exists()), 20, "nbdfuse to mount")
+        except RuntimeError:
+            raise RuntimeError(f"nbdfuse did not mount {uri}: {(self.base / f'nbdfuse-{tag}.log').read_text(errors='replace')}") from None
+        if p.poll() is not None:
+            raise RuntimeError(f"nbdfuse exited {p.returncode}: {(self.base / f'nbdfuse-{tag}.log').read_text(errors='replace')}")
+        conn = Path("/sys/fs/fuse/connections") / str(os.minor(os.stat(fuse).st_dev))
+        att.conn = str(conn) if conn.exists() else ""
+        r = run(["losetup", "-f", "--show", str(fuse / "nbd")], 30)
+        if r.returncode != 0 or not r.stdout.strip().startswith("/dev/loop"):
+            raise Skip(f"losetup -f --show failed (exit {r.returncode}): {r.stderr.strip()}")
+        att.loop = r.stdout.strip()
+        return att
+
+    def mount(self, att: Attachment, mnt: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        mnt.mkdir(exist_ok=True)
+        r = run(["mount", att.loop, str(mnt)], timeout)
+        if r.returncode == 0:
+            att.mnt = mnt
+        return r
+
+    def umount(self, att: Attachment, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """A clean unmount (writes back everything); the attachment stays."""
+        assert att.mnt is not None
+        r = run(["umount", str(att.mnt)], timeout)
+        if r.returncode == 0 or not mounted(att.mnt):
+            att.mnt = None
+        return r
+
+    def detach(self, att: Attachment) -> list[str]:
+        """Tear down in the documented order: kill nbdfuse, ``umount -l`` the file system,
+        ``losetup -d``, ``umount -l`` the FUSE directory. Returns what could not be removed."""
+        left = []
+        kill_group(att.nbdfuse, signal.SIGTERM, 5)
+        kill_group(att.nbdfuse, signal.SIGKILL, 10)
+        # Requests still queued on the dead FUSE connection fail at once instead of waiting.
+        if att.conn and os.path.exists(att.conn + "/abort"):
+            try:
+                Path(att.conn + "/abort").write_text("1")
+            except OSError:
+                pass
+        if att.mnt is not None:
+            if mounted(att.mnt):
+                run(["umount", "-l", str(att.mnt)], 30)
+            if mounted(att.mnt):
+                left.append(f"mount {att.mnt}")
+            att.mnt = None
+        if att.loop:
+            run(["losetup", "-d", att.loop], 30)
+        if mounted(att.fuse):
+            run(["umount", "-l", str(att.fuse)], 30)
+        if mounted(att.fuse):
+            left.append(f"mount {att.fuse}")
+        if att.loop:
+            # A lazily unmounted file system releases its loop device when it lets go of it;
+            # losetup -d has set autoclear, so the device goes then.
+            dev = att.loop
+            try:
+                wait_for(lambda: not Path(f"/sys/block/{Path(dev).name}/loop").exists() or not loops_backed_by(att.fuse), 20, f"{dev} to be released")
+            except RuntimeError:
+                left.append(f"loop {dev}")
+            att.loop = ""
+        if att in self.atts:
+            self.atts.remove(att)
+        return left
+
+    def close(self) -> list[str]:
+        """Kill every process still running, tear down every attachment, lazily unmount
+        anything left under the base directory. Returns what is still left (nothing, normally)."""
+        left: list[str] = []
+        for p in self.procs:
+            if p.poll() is None:
+                if kill_group(p) is None:
+                    left.append(f"process {p.pid} ({p.args!r}) did not exit")
+            self._close_pipe(p)
+        for att in list(self.atts):
+            left += self.detach(att)
+        for m in sorted(mounts_under(self.base), key=lambda p: -len(str(p))):
+            run(["umount", "-l", str(m)], 30)
+            if mounted(m):
+                left.append(f"mount {m}")
+        for dev in loops_backed_by(self.base):
+            run(["losetup", "-d", dev], 30)
+        return left
+
+
+# ---- one cell: a file system, a write-cache mode and an event, run after run ----------------
+
+
+@dataclass
+class Cell:
+    fs: str
+    mode: str
+    event: str
+    runs: int = 0
+    kills: int = 0
+    files: int = 0  # fsync'd files checked, summed over the runs
+    ops: int = 0  # durable operations (create, replace, unlink) recorded
+    fsck_clean: int = 0
+    fsck_repaired: int = 0
+    fsck_dirty: int = 0
+    lost: int = 0
+    corrupt: int = 0
+    resurrected: int = 0
+    mismatched_rows: int = 0
+    unconfirmed: int = 0  # operations whose directory fsync returned 0 after the fs failed
+    unconfirmed_lost: int = 0  # ... of which the change was not on the disk after recovery
+    degraded_at_kill: int = 0
+    rebuilding_at_kill: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def row(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "problems"}
+        d["problems"] = self.problems[:20]
+        return d
+
+
+def ctl(arr: Path, *args: str, timeout: float = 60) -> dict[str, Any]:
+    out = must([*RAIDLAB, "ctl", str(arr), *args, "--json"] if args[0] in ("status", "check") else [*RAIDLAB, "ctl", str(arr), *args], timeout)
+    return json.loads(out) if args[0] in ("status", "check") else {"out": out}
+
+
+def status(arr: Path) -> dict[str, Any]:
+    return ctl(arr, "status")
+
+
+def fsck_ext4(dev: str, tag: str, cell: Cell) -> bool:
+    """e2fsck -fy (replays the journal) then -fn must be clean. False if the file system
+    cannot be trusted any more."""
+    fix = run(["e2fsck", "-fy", dev], 300)
+    chk = run(["e2fsck", "-fn", dev], 300)
+    # Each question e2fsck answered, with the line that says what it found. The superblock's
+    # free block and inode totals are not journaled (ext4 sums the group descriptors at
+    # mount), so after any crash they are stale; e2fsck fixes them silently in preen mode.
+    # Anything else it had to fix means writes the journal promised were lost.
+    lines = fix.stdout.splitlines()
+    fixes = [
+        " / ".join(lines[max(0, i - 2) : i + 1])
+        for i, line in enumerate(lines)
+        if re.search(r"\?\s+yes\s*$", line) and not (i > 0 and BENIGN_FSCK.match(lines[i - 1].strip()))
+    ]
+    if chk.returncode != 0 or fix.returncode not in (0, 1):
+        cell.fsck_dirty += 1
+        cell.problems.append(f"{tag}: e2fsck -fy exit {fix.returncode}, then -fn exit {chk.returncode}: {' | '.join((fix.stdout + chk.stdout).splitlines()[:30])}")
+        return chk.returncode == 0
+    if fixes:
+        cell.fsck_repaired += 1
+        cell.problems.append(f"{tag}: e2fsck -fy repaired more than the journal: {' | '.join(fixes[:10])}")
+    else:
+        cell.fsck_clean += 1
+    return True
+
+
+def fsck_xfs(rig: Rig, att: Attachment, mnt: Path, tag: str, cell: Cell) -> bool:
+    """Mount (replays the log), unmount, xfs_repair -n must be clean."""
+    m = rig.mount(att, mnt)
+    if m.returncode != 0:
+        cell.fsck_dirty += 1
+        cell.problems.append(f"{tag}: XFS mount (log replay) failed, exit {m.returncode}: {m.stderr.strip()}")
+        return False
+    u = rig.umount(att)
+    if u.returncode != 0:
+        cell.problems.append(f"{tag}: umount after the log replay failed: {u.stderr.strip()}")
+        return False
+    r = run(["xfs_repair", "-n", att.loop], 300)
+    if r.returncode != 0:
+        cell.fsck_dirty += 1
+        cell.problems.append(f"{tag}: xfs_repair -n exit {r.returncode}: {' | '.join((r.stdout + r.stderr).splitlines()[:30])}")
+        return False
+    cell.fsck_clean += 1
+    return True
+
+
+def min_block_size(uri: str) -> int | None:
+    """The export's advertised minimum block size (nbdinfo), or None if unknown."""
+    if shutil.which("nbdinfo") is None:
+        return None
+    r = run(["nbdinfo", "--json", uri], 30)
+    if r.returncode != 0:
+        return None
+    try:
+        (exp,) = json.loads(r.stdout)["exports"]
+        return int(exp.get("block_size_minimum", 1))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class CellRunner:
+    """One array and one file system, killed run after run under a workload."""
+
+    def __init__(self, rig: Rig, fs: str, mode: str, event: str, seed: int, log: Callable[[str], None] = lambda s: None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+        if event not in EVENTS:
+            raise ValueError(f"unknown event {event!r} (one of {', '.join(EVENTS)})")
+        self.rig, self.fs, self.mode, self.event = rig, fs, mode, event
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.say = log
+        self.cell = Cell(fs, mode, event)
+        self.led = Ledger()
+        self.dir = rig.base / f"{fs}-{mode}-{event}"
+        self.dir.mkdir()
+        self.arr = self.dir / "arr"
+        self.mnt = self.dir / "mnt"
+        self.made = False
+        self.spares = 0
+        self.removed: list[Path] = []
+        self.min_ops = 4
+        self.plant_lost_cache = False
+        # --reference nbdkit: the same runs over `nbdkit file` on one image the size of the
+        # array (only write-through and the kill event make sense there).
+        self.reference = False
+        self.snapshot = False
+        self.image = self.dir / "reference.img"
+        self.min_block: int | None = None
+        must([*RAIDLAB, "array", "create", str(self.arr), "--level", "raid5", "--disks", "4", "--size", f"{MEMBER_MIB[fs]}MiB"], 120)
+        self.member_bytes = (self.arr / "disk0").stat().st_size
+
+    def serve(self, extra: list[str]) -> Server:
+        if self.reference:
+            return self.rig.start_nbdkit(self.image)
+        return self.rig.start_server(self.arr, extra)
+
+    def new_spare(self) -> Path:
+        self.spares += 1
+        p = self.arr / f"spare-{self.spares}"
+        with open(p, "wb") as f:
+            f.truncate(self.member_bytes)
+        return p
+
+    def one_run(self, run_no: int, kill_window: tuple[float, float] = (0.6, 2.5)) -> None:
+        c, rng = self.cell, self.rng
+        tag = f"{self.fs}/{self.mode}/{self.event} run {run_no}"
+        t0 = time.monotonic()
+        extra = list(MODES[self.mode])
+        if self.event == "rebuild":
+            extra += ["--rebuild-max-kib", str(REBUILD_KIB)]
+        if self.plant_lost_cache:
+            extra += ["--thresholds", "99/98"]  # the cache keeps its newest 8 MiB
+        # Phase A: serve, attach, mount, workload, event, SIGKILL.
+        srv = self.serve(extra)
+        att = self.rig.attach(srv.uri, f"{self.fs}-{self.mode}-{self.event}-{run_no}a")
+        if not self.made:
+            self.min_block = min_block_size(srv.uri)
+            if self.fs.endswith("-defaults") and (self.min_block or 1) > 512:
+                raise Skip(
+                    f"the export advertises a minimum block size of {self.min_block} bytes and "
+                    f"{MKFS[self.fs][0]} with its defaults writes 512-byte or 1 KiB blocks "
+                    "(turns on once the store serves requests below 4 KiB)"
+                )
+            r = run([*MKFS[self.fs], att.loop], 300)
+            if r.returncode != 0:
+                raise RuntimeError(f"{tag}: {' '.join(MKFS[self.fs])} failed (exit {r.returncode}): {r.stderr.strip()}\n{srv.log()}")
+            self.made = True
+        m = self.rig.mount(att, self.mnt)
+        if m.returncode != 0:
+            raise RuntimeError(f"{tag}: mount failed (exit {m.returncode}): {m.stderr.strip()}")
+        workers = []
+        journals = []
+        for w in range(2):
+            prefix = f"r{run_no}w{w}"
+            journal = self.dir / f"{prefix}.journal"
+            journals.append((journal, prefix))
+            workers.append(
+                self.rig.spawn(
+                    [sys.executable, __file__, "--workload", str(self.mnt / prefix), str(journal), str(self.seed * 1000 + run_no * 10 + w)],
+                    self.dir / f"{prefix}.out",
+                )
+            )
+        state_at_kill = ""
+
+        def durable_ops() -> int:
+            return sum(line.startswith("D ") for j, _ in journals if j.exists() for line in j.read_text().splitlines())
+
+        try:
+            # Each worker's setup is durable and a few operations are, however slow the
+            # machine; the event and the kill then come at random moments.
+            try:
+                wait_for(lambda: durable_ops() >= 2 + self.min_ops, 60, "the workload's first operations", 0.02)
+            except RuntimeError:
+                pass  # the checks below still run; a run without operations checks little
+            if self.event in ("fail", "rebuild"):
+                time.sleep(rng.uniform(0.2, 0.8))
+                slot = rng.randrange(4)
+                failed = Path(status(self.arr)["members"][slot]["path"])
+                ctl(self.arr, "fail", str(slot))
+                # As an operator would (mdadm --fail, --remove): the failed device leaves
+                # the manifest, and its file is deleted once the array no longer lists it.
+                ctl(self.arr, "remove", str(slot))
+                self.removed.append(failed if failed.is_absolute() else self.arr / failed.name)
+                if self.event == "rebuild":
+                    ctl(self.arr, "add-spare", str(self.new_spare()))
+            time.sleep(rng.uniform(*kill_window))
+            try:
+                state_at_kill = "" if self.reference else status(self.arr)["state"]
+            except (RuntimeError, ValueError):
+                state_at_kill = "?"
+        finally:
+            self.rig.kill_server(srv)
+            for p in workers:
+                kill_group(p)
+        c.kills += 1
+        c.degraded_at_kill += state_at_kill == "degraded"
+        c.rebuilding_at_kill += state_at_kill == "rebuilding"
+        dead = [p.args for p in workers if p.poll() is None]
+        left = self.rig.detach(att)
+        if left or dead:
+            raise RuntimeError(f"{tag}: teardown left {left} and workloads {dead}")
+        for journal, prefix in journals:
+            self.led.read_journal(journal, prefix)
+        if self.snapshot:
+            # The crash state as the kill left it (members and backup), before any recovery:
+            # with --stop-on-problem it is kept beside the array for a look.
+            snap = self.dir / "crash-state"
+            shutil.rmtree(snap, ignore_errors=True)
+            must(["cp", "-a", "--sparse=always", str(self.arr), str(snap)], 300)
+            for journal, _prefix in journals:
+                if journal.exists():
+                    shutil.copy(journal, snap / journal.name)
+        if self.plant_lost_cache:
+            # A planted bug, to show the checks catch one: the store forgets its write
+            # cache's backup at the crash, so writes it acknowledged are gone.
+            for name in ("wb.json", "wb-mirror.img", "wb-log.img"):
+                (self.arr / name).unlink(missing_ok=True)
+        # Phase B: restart (replays the write cache's backup), recover, check.
+        srv = self.serve(list(MODES[self.mode]))
+        att = self.rig.attach(srv.uri, f"{self.fs}-{self.mode}-{self.event}-{run_no}b")
+        ok = fsck_ext4(att.loop, tag, c) if base_fs(self.fs) == "ext4" else fsck_xfs(self.rig, att, self.mnt, tag, c)
+        if ok:
+            m = self.rig.mount(att, self.mnt)
+            if m.returncode != 0:
+                c.problems.append(f"{tag}: mount after recovery failed: {m.stderr.strip()}")
+            else:
+                chk = verify(self.mnt, self.led, tag)
+                c.files += chk.files
+                c.lost += chk.lost
+                c.corrupt += chk.corrupt
+                c.resurrected += chk.resurrected
+                c.problems += chk.problems
+                # Keep the file system from filling: the runs before the last two are dropped.
+                for old in sorted(self.mnt.glob("r*w*")):
+                    num = re.match(r"r(\d+)w\d+$", old.name)
+                    if num and int(num.group(1)) < run_no - 1:
+                        shutil.rmtree(old, ignore_errors=True)
+                        for k in [k for k in self.led.durable if k.startswith(old.name + "/")]:
+                            del self.led.durable[k]
+                u = self.rig.umount(att)
+                if u.returncode != 0:
+                    c.problems.append(f"{tag}: umount failed: {u.stderr.strip()}")
+        if not self.reference:
+            self.repair(tag)
+        left = self.rig.detach(att)
+        rc = self.rig.stop_server(srv)
+        if rc != 0:
+            c.problems.append(f"{tag}: raidlab serve exited {rc} after SIGTERM\n{srv.log()[-2000:]}")
+        listed = {(self.arr / p).resolve() for p in json.loads((self.arr / "members.json").read_text())["paths"]}
+        for p in list(self.removed):
+            if p.resolve() not in listed:
+                p.unlink(missing_ok=True)
+                self.removed.remove(p)
+        if left:
+            raise RuntimeError(f"{tag}: teardown left {left}")
+        c.runs += 1
+        c.ops = self.led.ops
+        c.unconfirmed = self.led.unconfirmed
+        c.unconfirmed_lost = self.led.unconfirmed_lost
+        c.seconds += time.monotonic() - t0
+        if not ok:
+            raise RuntimeError(f"{tag}: the file system cannot be recovered; stopping this cell")
+
+    def repair(self, tag: str) -> None:
+        """Make the array whole again for the next run: a spare for a failed slot, the rebuild
+        finished, the faulty devices forgotten; the resync done; ctl check must be clean."""
+        c = self.cell
+        st = status(self.arr)
+        if st["rebuild"] is None and st["state"] == "degraded":
+            ctl(self.arr, "add-spare", str(self.new_spare()))
+        wait_for(lambda: (s := status(self.arr))["rebuild"] is None and s["state"] not in ("degraded", "rebuilding"), 300, "the rebuild", 0.2)
+        wait_for(lambda: status(self.arr)["resync"]["pending_regions"] == 0, 120, "the resync", 0.1)
+        rep = ctl(self.arr, "check", timeout=300)
+        if rep["mismatches"]:
+            c.mismatched_rows += rep["mismatches"]
+            c.problems.append(f"{tag}: ctl check found {rep['mismatches']} inconsistent rows")
+
+
+def run_cell(
+    base: Path,
+    fs: str,
+    mode: str,
+    event: str,
+    runs: int,
+    seed: int,
+    budget_s: float | None = None,
+    log: Callable[[str], None] = lambda s: None,
+    keep_none: bool = False,
+    plant_lost_cache: bool = False,
+    problem: Callable[[str], None] = lambda s: None,
+    stop_on_problem: bool = False,
+    reference: bool = False,
+    snapshot: bool = False,
+) -> Cell:
+    """``runs`` kills of one cell in a rig of its own (at most ``budget_s`` seconds of runs);
+    everything it made is removed (its files stay when it found a problem, unless
+    ``keep_none``)."""
+    preflight(fs)
+    rig = Rig(Path(tempfile.mkdtemp(prefix=f"fs-{fs}-{mode}-{event}-", dir=base)))
+    start = time.monotonic()
+    runner = None
+    try:
+        runner = CellRunner(rig, fs, mode, event, seed, log)
+        runner.plant_lost_cache = plant_lost_cache
+        runner.snapshot = snapshot
+        if reference:
+            if (mode, event) != ("write-through", "kill"):
+                raise ValueError("--reference nbdkit runs the write-through mode and the kill event only")
+            runner.reference = True
+            with open(runner.image, "wb") as fimg:
+                fimg.truncate(3 * (runner.member_bytes - MiB))
+        for k in range(1, runs + 1):
+            if budget_s is not None and time.monotonic() - start > budget_s:
+                break
+            before = len(runner.cell.problems)
+            runner.one_run(k)
+            log(f"{fs}/{mode}/{event}: run {k}: {runner.cell.files} files checked so far, problems {len(runner.cell.problems)}")
+            for p in runner.cell.problems[before : before + 20]:
+                problem(p)
+            if stop_on_problem and len(runner.cell.problems) > before:
+                break
+    except RuntimeError as e:
+        if runner is None:
+            raise
+        runner.cell.problems.append(str(e)[:4000])
+    finally:
+        left = rig.close()
+        # A cell that found a problem keeps its files (members, journals, server logs) for a
+        # look; its mounts, loop devices and processes are gone all the same.
+        keep = runner is not None and runner.cell.problems and not keep_none
+        if not left and not keep:
+            shutil.rmtree(rig.base, ignore_errors=True)
+    if left:
+        raise RuntimeError(f"could not remove {left} (under {rig.base})")
+    assert runner is not None
+    if keep:
+        runner.cell.problems.append(f"files kept in {rig.base}")
+    return runner.cell
+
+
+def table(cells: list[Cell]) -> str:
+    head = (
+        "| fs | mode | event | runs (kills) | degraded / rebuilding at kill | fsync'd files checked | durable ops | "
+        "dir fsync 0 after fs failure (change lost) | fsck clean / repaired / dirty | lost | corrupt | resurrected | inconsistent rows | s |"
+    )
+    lines = [head, "|" + " --- |" * 14]
+    for c in cells:
+        lines.append(
+            f"| {c.fs} | {c.mode} | {c.event} | {c.runs} ({c.kills}) | {c.degraded_at_kill} / {c.rebuilding_at_kill} | {c.files:,} | {c.ops:,} | {c.unconfirmed} ({c.unconfirmed_lost}) | "
+            f"{c.fsck_clean} / {c.fsck_repaired} / {c.fsck_dirty} | {c.lost} | {c.corrupt} | {c.resurrected} | {c.mismatched_rows} | {c.seconds:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    if len(sys.argv) >= 2 and sys.argv[1] == "--workload":
+        root, journal, seed = Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+        try:
+            workload(root, journal, seed)
+        except OSError as e:  # the server went away under the file system
+            print(f"workload stopped: {e}", file=sys.stderr)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=50, help="kills per cell")
+    ap.add_argument("--fs", default="ext4,xfs")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--events", default=",".join(EVENTS))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--budget-s", type=float, default=None, help="stop starting runs in a cell after this many seconds")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when the machine cannot run it")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--stop-on-problem", action="store_true", help="end a cell at its first problem (its files are kept)")
+    ap.add_argument("--snapshot", action="store_true", help="copy each crash state before recovery (DIR/crash-state; kept with --stop-on-problem)")
+    ap.add_argument("--reference", choices=["nbdkit"], default=None, help="control runs: serve with nbdkit file instead of raidlab")
+    args = ap.parse_args()
+    base = Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir())
+    cells: list[Cell] = []
+
+    # SIGINT (even when started in the background, where it is ignored), SIGTERM and SIGHUP
+    # unwind through the cleanup: no mount, loop device or process is left behind.
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+    interrupted = False
+
+    def say(s: str) -> None:
+        if args.verbose:
+            print(s, file=sys.stderr, flush=True)
+
+    try:
+        for fs in args.fs.split(","):
+            for mode in args.modes.split(","):
+                for event in args.events.split(","):
+                    cell = run_cell(
+                        base,
+                        fs,
+                        mode,
+                        event,
+                        args.runs,
+                        args.seed,
+                        args.budget_s,
+                        say,
+                        problem=lambda p: print(f"  problem: {p}", file=sys.stderr, flush=True),
+                        stop_on_problem=args.stop_on_problem,
+                        reference=args.reference is not None,
+                        snapshot=args.snapshot,
+                    )
+                    cells.append(cell)
+                    print(table([cell]).splitlines()[-1] + f" problems: {len(cell.problems)}", file=sys.stderr, flush=True)
+    except Skip as e:
+        print(f"fs_crash_soak: skipped: {e}", file=sys.stderr)
+        return 1 if args.strict else 0
+    except KeyboardInterrupt as e:
+        print(f"fs_crash_soak: interrupted ({e}); the cells finished so far:", file=sys.stderr)
+        interrupted = True
+    if args.json:
+        print(json.dumps([c.row() for c in cells], indent=1))
+    else:
+        print(table(cells))
+        for c in cells:
+            for p in c.problems[:10]:
+                print(f"  {c.fs}/{c.mode}/{c.event}: {p}")
+    if interrupted:
+        return 130
+    return 0 if all(c.ok for c in cells) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
