@@ -78,12 +78,13 @@ fn run(tag: &'static str, level: Level, disks: u32, mode: Mode, start: Start) ->
     }
     let t = tally.lock().expect("tally").clone();
     println!(
-        "SCHED {tag}: {} runs, {} calls, {} distinct histories, {} crash states ({} write-hole), 0 violations, {:.1} s",
+        "SCHED {tag}: {} runs, {} calls, {} distinct histories, {} crash states ({} write-hole, {} of them a member failing during a backed destage), 0 violations, {:.1} s",
         t.runs,
         t.calls,
         t.histories.len(),
         t.crash_states,
         t.hole_states,
+        t.hole_concurrent,
         t0.elapsed().as_secs_f64()
     );
     assert_eq!(t.runs, runs as u64);
