@@ -100,6 +100,20 @@ def serve(
     log_size: str | None = None,
     segment: str = "128KiB",
     backup_discard: bool = False,
+    min_block: int = 1,
+    handshake_timeout: float = 10.0,
+    idle_timeout: float = 30.0,
+    max_connections: int = 128,
+    payload_mib: int = 128,
+    conn_payload_mib: int = 32,
+    zero_piece_mib: int = 4,
+    insecure: bool = False,
+    force: bool = False,
+    read_only: bool = False,
+    log_format: str = "text",
+    log_level: str = "info",
+    event_program: str | None = None,
+    event_timeout: float = 30.0,
 ) -> str: ...
 def ctl_request(dir: str, request: str) -> str: ...
 def replay(
