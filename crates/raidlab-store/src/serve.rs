@@ -422,7 +422,11 @@ pub fn serve(
             .chain(a.faulty.iter().map(|(d, _)| d))
             .map(|d| d.path()),
     )?;
-    let bus = Arc::new(Bus::new(dir, opts.event_program.clone())?);
+    // Events name the directory absolute: the event program runs from its own directory.
+    let bus = Arc::new(Bus::new(
+        &std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
+        opts.event_program.clone(),
+    )?);
     let checks = Arc::new(Checks::default());
     let served = Arc::new(control::Served {
         locks,
