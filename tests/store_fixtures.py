@@ -128,7 +128,7 @@ def status(dir: Path) -> dict[str, Any]:
 
 
 def check(dir: Path) -> dict[str, Any]:
-    return ctl_json(dir, "check", timeout=120)
+    return ctl_json(dir, "check", "--wait", timeout=120)
 
 
 def member_paths(dir: Path) -> list[Path]:

@@ -65,7 +65,7 @@ def test_create_examine_serve_ctl_round_trip(tmp_path: Path, store_servers: Serv
         qemu_io(srv.uri, "write -P 0xa5 0 1M", "write -P 0x3c 15M 1M", "read -P 0xa5 0 1M", "read -P 0x3c 15M 1M")
     rep = check(d)
     assert rep["ok"] and rep["mismatches"] == 0 and rep["rows"] == 4 * MiB // (64 * 1024)
-    assert "0 mismatches" in one_line(cli_ok("ctl", d, "check"))
+    assert "0 mismatches" in one_line(cli_ok("ctl", d, "check", "--wait"))
 
     # fail 99 is refused with exit 2, and the server keeps serving.
     msg = cli_bad_input("ctl", d, "fail", "99")

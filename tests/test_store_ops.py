@@ -170,7 +170,7 @@ def test_faulty_devices_are_listed_after_a_restart_and_re_added(tmp_path: Path, 
     wait_until(lambda: status(d)["state"] in ("clean", "active"), 60, "the rebuild onto the re-added device")
     st = status(d)
     assert st["faulty"] == [] and st["members"][1]["path"] == str(d / "disk1")
-    assert json.loads(cli_ok("ctl", d, "check", "--json"))["mismatches"] == 0
+    assert json.loads(cli_ok("ctl", d, "check", "--wait", "--json"))["mismatches"] == 0
     srv.stop()
 
 

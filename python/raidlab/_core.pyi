@@ -113,6 +113,10 @@ def serve(
     tls: str = "off",
     tls_certificates: str | None = None,
     tls_verify_peer: bool = False,
+    log_format: str = "text",
+    log_level: str = "info",
+    event_program: str | None = None,
+    event_timeout: float = 30.0,
 ) -> str: ...
 def ctl_request(dir: str, request: str) -> str: ...
 def replay(

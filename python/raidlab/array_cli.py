@@ -8,8 +8,10 @@
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
                       [--tls off|on|require --tls-certificates DIR [--tls-verify-peer]]
                       [--force] [--read-only] [--pid-file PATH]
+                      [--log-format text|json] [--log-level L] [--event-program PROG] [--save-config]
     raidlab ctl DIR status [--json | --prometheus] [--test] | fail K [--force] | add-spare PATH
-                    | remove K|PATH | re-add K|PATH | check [--json]
+                    | remove K|PATH | re-add K|PATH | check|repair [--wait] [--test] [--cancel]
+                    | watch [--json] [--count N] | test-event
     raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
 
 The work is done by the Rust store (``raidlab._core``); this module parses arguments and
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 from typing import Any
 
@@ -29,7 +32,7 @@ from rich.console import Console
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from raidlab import _core, daemon
+from raidlab import _core, daemon, serve_config
 
 
 def mib_size(text: str) -> int:
@@ -130,6 +133,17 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    loaded = serve_config.resolve(args)
+    if args.save_config:
+        saved = serve_config.save(args, loaded)
+        print(f"raidlab serve: options saved to {saved}", file=sys.stderr, flush=True)
+    try:
+        return _serve(args)
+    except _core.ConfigError as e:
+        raise serve_config.blame(loaded, e, args._config_given) from None
+
+
+def _serve(args: argparse.Namespace) -> int:
     pid_file = daemon.PidFile(args.pid_file)
 
     def ready(line: str) -> None:
@@ -174,6 +188,10 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
                 tls=args.tls,
                 tls_certificates=args.tls_certificates,
                 tls_verify_peer=args.tls_verify_peer,
+                log_format=args.log_format,
+                log_level=args.log_level,
+                event_program=args.event_program,
+                event_timeout=args.event_timeout,
             )
         )
     finally:
@@ -245,6 +263,9 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
             console.print(f"  {wc['backup_detail']}")
         if wc.get("failure"):
             console.print(f"[red]  {wc['failure']}[/red]")
+    ck = st.get("check")
+    if ck:
+        console.print(_check_line(ck))
     c = st.get("cache")
     if c:
         total = c["hits"] + c["misses"]
@@ -255,8 +276,99 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
         )
 
 
+def _check_line(ck: dict[str, Any]) -> str:
+    """'check running: 45.3% (29/64 rows), 1 mismatch(es) at rows 2 (...)' of a job."""
+    line = (
+        f"{ck['kind']} {ck['state']}: {100 * ck['fraction']:.1f}% ({ck['rows_done']:,}/{ck['rows']:,} rows) "
+        f"in {ck['elapsed_s']:.1f} s, {ck['mismatches']:,} mismatches, {ck['skipped']:,} skipped"
+    )
+    if ck["kind"] == "repair" and ck["repaired"]:
+        line += f" ({ck['repaired']:,} rows repaired)"
+    first = ck.get("first_mismatches") or []
+    if first:
+        line += "; first at rows " + ", ".join(
+            f"{m['row']} (array offset {m['array_offset_bytes']}, member offset {m['member_offset_bytes']})" for m in first[:4]
+        )
+    if ck.get("error"):
+        line += f"; {ck['error']}"
+    return line
+
+
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    """``ctl DIR check|repair``: start the job (md's ``sync_action``), or wait for it."""
+    req: dict[str, Any] = {"cmd": args.action}
+    if args.cancel:
+        req["cancel"] = True
+    else:
+        req["wait"] = bool(args.wait or args.test)
+        if args.max_kib:
+            req["max_kib_s"] = args.max_kib
+    rep = _ctl(args.dir, req)
+    ck = rep["check"]
+    if args.json:
+        print(json.dumps(rep))
+    elif args.cancel:
+        console.print(f"{ck['kind']} cancelled: {_check_line(ck)}")
+    elif rep.get("started"):
+        console.print(f"{ck['kind']} started: {ck['rows']:,} rows (`raidlab ctl DIR status` shows its progress)")
+    elif args.action == "repair":
+        console.print(f"repaired: checked {ck['rows_done']:,} rows: {ck['mismatches']:,} mismatches rewritten, {ck['skipped']:,} skipped")
+    else:
+        console.print(f"checked {ck['rows_done']:,} rows: {ck['mismatches']:,} mismatches, {ck['skipped']:,} skipped")
+        if ck["first_mismatches"]:
+            console.print(_check_line(ck))
+    return 1 if args.test and not rep.get("started") and ck["mismatches"] else 0
+
+
+def _event_text(ev: dict[str, Any]) -> str:
+    dev = f" {ev['device']}" if ev.get("device") else ""
+    return f"{ev.get('time', '')} {ev['event']}{dev}: {ev.get('msg', '')}"
+
+
+def cmd_watch(args: argparse.Namespace, console: Console) -> int:
+    """``ctl DIR watch``: print the server's events as they come, until interrupted, the
+    server stops (exit 0) or ``--count`` events were printed."""
+    path = os.path.join(os.path.abspath(args.dir), "control.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+    except OSError as e:
+        err = _core.StoreError(f"{path}: no server answers ({e.strerror or e}); is `raidlab serve` running?")
+        err.file = path
+        raise err from None
+    with s, s.makefile("r", encoding="utf-8") as f:
+        s.sendall(b'{"cmd": "watch"}\n')
+        first = json.loads(f.readline() or "{}")
+        if not first.get("ok"):
+            err = _core.StoreError(f"{args.dir}: {first.get('error', 'the server closed the connection')}")
+            err.file = args.dir
+            raise err
+        seen = 0
+        for line in f:
+            ev = json.loads(line)
+            if "event" not in ev:
+                print(f"raidlab ctl watch: {ev.get('error', line.strip())}", file=sys.stderr)
+                return 1
+            print(json.dumps(ev) if args.json else _event_text(ev), flush=True)
+            seen += 1
+            if args.count and seen >= args.count:
+                return 0
+    return 0
+
+
 def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
     action = args.action
+    if action in ("check", "repair"):
+        return cmd_check(args, console)
+    if action == "watch":
+        return cmd_watch(args, console)
+    if action == "test-event":
+        rep = _ctl(args.dir, {"cmd": "test-event"})
+        if args.json:
+            print(json.dumps(rep))
+        else:
+            console.print(f"TestMessage sent ({rep['watchers']} watcher(s); the event program runs if one is set)")
+        return 0
     if action == "status":
         st = _ctl(args.dir, {"cmd": "status"})
         if args.prometheus:
@@ -264,13 +376,6 @@ def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
         elif not _print_json_or(args, st):
             _status_text(st, console)
         return daemon.status_exit_code(st) if args.test else 0
-    if action == "check":
-        rep = _ctl(args.dir, {"cmd": "check"})
-        if args.json:
-            print(json.dumps(rep))
-        else:
-            console.print(f"checked {rep['rows']:,} rows: {rep['mismatches']:,} mismatches, {rep['skipped']:,} skipped")
-        return 1 if args.test and rep["mismatches"] else 0
     if action == "fail":
         rep = _ctl(args.dir, {"cmd": "fail", "slot": args.target, "force": args.force})
     elif action == "add-spare":
@@ -391,6 +496,13 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     s.add_argument("--read-only", action="store_true", help="export read-only and write nothing to the members (no resync or rebuild; ctl fail/add-spare/remove/re-add refused)")
     s.add_argument("--pid-file", default=None, help="write the server's process id here once it accepts connections (removed at exit)")
     s.add_argument("--json", action="store_true", help="print a JSON summary at exit")
+    o = s.add_argument_group("operation (docs/store.md: Operating an array)")
+    o.add_argument("--log-format", default="text", help="stderr log lines: text (default) or json (one object per line)")
+    o.add_argument("--log-level", default="info", help="error, warn, info (default) or debug")
+    o.add_argument("--event-program", default=None, metavar="PROG", help="run PROG EVENT DIR [DEVICE] for each event (mdadm --monitor --program), one at a time")
+    o.add_argument("--event-timeout", type=float, default=30.0, metavar="SECS", help="kill an event program run after this long (default 30)")
+    o.add_argument("--save-config", action="store_true", help=f"write the options given to DIR/{serve_config.CONFIG_NAME} (read at every start; the command line wins), then serve")
+    serve_config.mark_defaults(s)
     s.set_defaults(func=cmd_serve)
 
     t = sub.add_parser("ctl", help="control a served array through DIR/control.sock")
@@ -401,9 +513,18 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--prometheus", action="store_true", help="Prometheus text exposition")
     p.add_argument("--test", action="store_true", help="exit 1 when degraded or rebuilding, 2 when failed (mdadm --detail --test)")
-    p = tsub.add_parser("check", help="verify parity/mirrors like md's check")
+    for name, what in (("check", "compare parity/mirrors with the data, like md's sync_action check"), ("repair", "check and rewrite the parity/mirrors of mismatching rows from their data (md's repair)")):
+        p = tsub.add_parser(name, help=f"{what}: starts a background job (`ctl status` shows it)")
+        p.add_argument("--wait", action="store_true", help="wait for the job and print its report")
+        p.add_argument("--test", action="store_true", help="wait, and exit 1 when mismatches were found")
+        p.add_argument("--cancel", action="store_true", help="stop the job running")
+        p.add_argument("--max-kib", type=positive_int, default=None, help="at most this many KiB/s per member (default: unlimited)")
+        p.add_argument("--json", action="store_true")
+    p = tsub.add_parser("watch", help="print the server's events as they happen (until interrupted)")
+    p.add_argument("--json", action="store_true", help="one JSON object per event")
+    p.add_argument("--count", type=positive_int, default=None, help="exit after N events")
+    p = tsub.add_parser("test-event", help="send a TestMessage event (to the event program and watchers)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--test", action="store_true", help="exit 1 when mismatches were found")
     f = tsub.add_parser("fail", help="fail a member (like mdadm --fail)")
     f.add_argument("target", type=_slot, help="slot number")
     f.add_argument("--force", action="store_true", help="fail it even when the array cannot survive that")

@@ -7,7 +7,8 @@
   exit when it still names this process.
 - :func:`status_exit_code`: ``ctl status --test``, as ``mdadm --detail --test``: 0 healthy,
   1 degraded (or rebuilding), 2 failed.
-- :func:`prometheus`: ``ctl status --prometheus``: the status as Prometheus text exposition.
+- :func:`prometheus`: ``ctl status --prometheus``: the status as Prometheus text exposition
+  (with the last check or repair job's progress and mismatch count).
 """
 
 from __future__ import annotations
@@ -122,6 +123,11 @@ def prometheus(st: dict[str, Any], array: str) -> str:
     metric("rebuild_fraction", "gauge", "Rebuild progress, 0 to 1 (0 when none runs).", [("", rb["fraction"] if rb else 0.0)])
     rs = st["resync"]
     metric("resync_pending_regions", "gauge", "Bitmap regions waiting for resync.", [("", rs["pending_regions"])])
+    ck = st.get("check")
+    metric("check_running", "gauge", "1 while a check or repair runs.", [("", 1.0 if ck and ck["state"] == "running" else 0.0)])
+    if ck:
+        metric("check_fraction", "gauge", "Progress of the last check or repair, 0 to 1.", [("", ck["fraction"])])
+        metric("check_mismatches", "gauge", "Mismatching rows found by the last check or repair (md's mismatch_cnt).", [("", ck["mismatches"])])
     c = st.get("cache")
     if c:
         metric("read_cache_hits_total", "counter", "Read cache hits (blocks).", [("", c["hits"])])

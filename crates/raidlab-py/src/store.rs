@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -81,6 +81,10 @@ pub fn serve(
     tls: &str,
     tls_certificates: Option<&str>,
     tls_verify_peer: bool,
+    log_format: &str,
+    log_level: &str,
+    event_program: Option<&str>,
+    event_timeout: f64,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -108,6 +112,12 @@ pub fn serve(
     .map_err(|e| to_py(py, e))?;
     opts.force = force;
     opts.read_only = read_only;
+    opts.log =
+        raidlab_store::log::Config::parse(log_format, log_level).map_err(|e| to_py(py, e))?;
+    opts.event_program = event_program
+        .map(|p| raidlab_store::events::Program::parse(p, event_timeout))
+        .transpose()
+        .map_err(|e| to_py(py, e))?;
     if let Some(mib) = write_cache_mib {
         opts.wb = Some(
             raidlab_store::wb::setup::WbOptions::parse(

@@ -2,7 +2,8 @@
 //!
 //! One JSON object per line each way. Requests: `{"cmd": "status"}`, `{"cmd": "fail",
 //! "slot": K, "force": false}`, `{"cmd": "add-spare", "path": P}`, `{"cmd": "remove",
-//! "target": "K or P"}`, `{"cmd": "re-add", "target": "K or P"}`, `{"cmd": "check"}`.
+//! "target": "K or P"}`, `{"cmd": "re-add", "target": "K or P"}`, `{"cmd": "check"}`,
+//! `{"cmd": "repair"}`, `{"cmd": "test-event"}`, `{"cmd": "watch"}`.
 //! Replies: `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. A bad request gets an
 //! error reply; the connection and the server go on. A relative path is taken relative to
 //! the array directory (the CLI sends absolute paths, resolved where it runs).
@@ -10,6 +11,19 @@
 //! `fail` refuses a slot whose failure would fail the array unless `"force": true`, and
 //! changes nothing then. `add-spare` locks the device (see `crate::device`) and preallocates
 //! a regular file before it joins; `remove` releases the lock.
+//!
+//! `check` and `repair` run as a background job (`crate::ctrl::checkjob`): `{"cmd":
+//! "check", "wait": false}` starts one and answers at once with its progress; without
+//! `"wait": false` the reply comes when it ends (the report: rows, mismatches, skipped,
+//! first mismatching rows). A request while a job of the same kind runs waits for that
+//! one. `"max_kib_s": N` paces it (KiB/s per member); `"cancel": true` stops the one
+//! running. `status` carries the last job as `"check"`.
+//!
+//! `watch` answers `{"ok": true, "watching": true}` and then streams the server's events
+//! (`crate::events`), one JSON object per line, until the client closes the connection or
+//! the server stops. A watcher that falls `events::WATCH_BUFFER` events behind is dropped:
+//! its stream ends with `{"ok": false, "error": "..."}`. `test-event` sends a
+//! `TestMessage` event (to the event program and the watchers).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -20,8 +34,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::ctrl::checkjob::Checks;
 use crate::ctrl::Controller;
 use crate::device::{self, Locks};
+use crate::events::Bus;
 use crate::format;
 use crate::member::{FileMember, Member};
 
@@ -40,6 +56,17 @@ pub struct Served {
     /// `serve --read-only`: requests that change the array (fail, add-spare, remove,
     /// re-add) are refused.
     pub read_only: bool,
+    /// Where events go (`ctl watch` subscribes here).
+    pub events: Arc<Bus>,
+    /// The check or repair job running, or the last one.
+    pub checks: Arc<Checks>,
+}
+
+/// What `ctl status` shows: the controller's status and the last check job.
+pub fn status(ctl: &Controller, served: &Served) -> Value {
+    let mut v = ctl.status();
+    v["check"] = served.checks.current().map_or(Value::Null, |j| j.status());
+    v
 }
 
 pub fn socket_path(dir: &Path) -> PathBuf {
@@ -107,7 +134,7 @@ pub fn run(
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => {
-                eprintln!("raidlab serve: control socket: {e}");
+                crate::warn!("control socket: {e}");
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -121,7 +148,7 @@ pub fn run(
 fn serve_conn(
     stream: UnixStream,
     dir: &Path,
-    ctl: &Controller,
+    ctl: &Arc<Controller>,
     stop: &AtomicBool,
     served: &Served,
 ) {
@@ -156,13 +183,144 @@ fn serve_conn(
             return;
         }
         let reply = match serde_json::from_str::<Value>(line.trim()) {
-            Ok(req) => handle(&req, dir, ctl, served),
+            Ok(req) if req.get("cmd").and_then(Value::as_str) == Some("watch") => {
+                watch(&mut reader, &mut out, stop, served);
+                return;
+            }
+            Ok(req) => handle_waiting(&req, dir, ctl, served, stop),
             Err(e) => json!({"ok": false, "error": format!("not a JSON request: {e}")}),
         };
         if writeln!(out, "{reply}").is_err() {
             return;
         }
     }
+}
+
+/// Stream events to a `ctl watch` client until it leaves, falls behind or the server stops.
+fn watch(
+    reader: &mut BufReader<UnixStream>,
+    out: &mut UnixStream,
+    stop: &AtomicBool,
+    served: &Served,
+) {
+    let Some(rx) = served.events.subscribe() else {
+        let _ = writeln!(out, "{}", fail("watch: the server is stopping"));
+        return;
+    };
+    // A watcher that stops reading is dropped by the bus; the write timeout only bounds
+    // this thread's wait on a full socket.
+    let _ = out.set_write_timeout(Some(Duration::from_secs(5)));
+    let _ = reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(10)));
+    if writeln!(out, "{}", json!({"ok": true, "watching": true})).is_err() {
+        return;
+    }
+    let mut scratch = [0u8; 256];
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(ev) => {
+                if writeln!(out, "{ev}").is_err() {
+                    return;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                // The client closed its end (reads as end of stream): stop watching.
+                match reader.get_mut().read(&mut scratch) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => return,
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                if !served.events.is_closed() {
+                    let _ = writeln!(
+                        out,
+                        "{}",
+                        fail(format!(
+                            "watch: this watcher fell {} events behind and was dropped",
+                            crate::events::WATCH_BUFFER
+                        ))
+                    );
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// `handle`, plus the requests that start background work or wait on it (check, repair).
+pub fn handle_waiting(
+    req: &Value,
+    dir: &Path,
+    ctl: &Arc<Controller>,
+    served: &Served,
+    stop: &AtomicBool,
+) -> Value {
+    let cmd = req.get("cmd").and_then(Value::as_str).unwrap_or("");
+    if !matches!(cmd, "check" | "repair") {
+        return handle(req, dir, ctl, served);
+    }
+    let repair = cmd == "repair";
+    if repair && served.read_only {
+        return fail(
+            "repair: the array is served read-only (`serve --read-only`): nothing is changed",
+        );
+    }
+    if req.get("cancel").and_then(Value::as_bool) == Some(true) {
+        return match served.checks.current().filter(|j| j.is_running()) {
+            Some(j) => {
+                j.cancel();
+                j.wait(stop);
+                json!({"ok": true, "check": j.status()})
+            }
+            None => fail(format!("{cmd}: no check or repair is running")),
+        };
+    }
+    let wait = req.get("wait").and_then(Value::as_bool).unwrap_or(true);
+    let max_kib_s = req.get("max_kib_s").and_then(Value::as_u64).unwrap_or(0);
+    let job = match served.checks.current().filter(|j| j.is_running()) {
+        // Asking for the kind already running joins it.
+        Some(j) if j.repair == repair => j,
+        _ => match served.checks.start(ctl, repair, max_kib_s) {
+            Ok(j) => j,
+            Err(e) => return fail(format!("{cmd}: {e}")),
+        },
+    };
+    if !wait {
+        return json!({"ok": true, "started": true, "check": job.status()});
+    }
+    if !job.wait(stop) {
+        return fail(format!("{cmd}: the server is stopping"));
+    }
+    let st = job.status();
+    if st["state"] == "failed" {
+        return fail(format!(
+            "{cmd}: {}",
+            st["error"].as_str().unwrap_or("the array failed")
+        ));
+    }
+    let mut v = json!({"ok": true, "check": st.clone()});
+    // The report's fields at the top level, as before the job existed.
+    for k in [
+        "rows",
+        "mismatches",
+        "skipped",
+        "first_mismatches",
+        "repaired",
+        "state",
+    ] {
+        v[k] = st[k].clone();
+    }
+    v
 }
 
 fn fail(msg: impl Into<String>) -> Value {
@@ -180,9 +338,19 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Val
     }
     match cmd {
         "status" => {
-            let mut v = ctl.status();
+            let mut v = status(ctl, served);
             v["ok"] = json!(true);
             v
+        }
+        "test-event" => {
+            served.events.emit(
+                crate::log::Level::Info,
+                "TestMessage",
+                None,
+                "test event (`ctl test-event`)",
+                json!({}),
+            );
+            json!({"ok": true, "event": "TestMessage", "watchers": served.events.watchers()})
         }
         "fail" => {
             let Some(slot) = req.get("slot").and_then(Value::as_u64) else {
@@ -244,7 +412,7 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Val
         }
         "" => fail("expected {\"cmd\": ...}"),
         other => fail(format!(
-            "unknown command {other:?} (expected status, fail, add-spare, remove, re-add or check)"
+            "unknown command {other:?} (expected status, fail, add-spare, remove, re-add, check, repair, watch or test-event)"
         )),
     }
 }

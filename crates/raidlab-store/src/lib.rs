@@ -13,6 +13,8 @@
 //! - `ctrl`: the controller (array state, request paths, read cache, rebuild, resync, check);
 //! - `device`: exclusive locks on members and spares, preallocation of member files;
 //! - `serve`, `control`: `raidlab serve` and its control socket (`raidlab ctl`);
+//! - `log`: timestamped, levelled log records (text or JSON lines) and their macros;
+//! - `events`: the array's events (mdadm's names) for `--event-program` and `ctl watch`;
 //! - `wb`: the write-back cache (the core's `WriteCache` on real pages), its backups
 //!   (`mirror`, RAPID-Cache's `log`) and crash recovery;
 //! - `model`: the reference model of what the store promises (pages, FLUSH/FUA, crashes,
@@ -30,7 +32,9 @@ pub mod control;
 pub mod crash;
 pub mod ctrl;
 pub mod device;
+pub mod events;
 pub mod format;
+pub mod log;
 pub mod member;
 pub mod model;
 pub mod nbd;

@@ -11,8 +11,10 @@ use raidlab::rebuild::{OrderSpec, RateSpec};
 use raidlab::{Error, Result};
 
 use crate::control;
+use crate::ctrl::checkjob::Checks;
 use crate::ctrl::{Controller, IoFail, Options};
 use crate::device::Locks;
+use crate::events::{self, Bus, Monitor};
 use crate::format::{self, SuperblockSink};
 use crate::nbd::{
     self, Backend, BlockSize, Errno, Limits, Listen, ServeStats, Server, ServerTls, TlsMode,
@@ -47,6 +49,10 @@ pub struct ServeOptions {
     /// Export read-only and write nothing to the members (no resync, rebuild, or superblock
     /// update; `ctl` requests that change the array are refused).
     pub read_only: bool,
+    /// The log's format and level (`--log-format`, `--log-level`).
+    pub log: crate::log::Config,
+    /// `--event-program PROG`: run as `PROG EVENT DIR [DEVICE]` for each event.
+    pub event_program: Option<events::Program>,
 }
 
 /// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR` and
@@ -191,6 +197,8 @@ impl Default for ServeOptions {
             tls: TlsOptions::default(),
             force: false,
             read_only: false,
+            log: Default::default(),
+            event_program: None,
         }
     }
 }
@@ -288,6 +296,8 @@ impl ServeOptions {
             tls: TlsOptions::default(),
             force: false,
             read_only: false,
+            log: Default::default(),
+            event_program: None,
         })
     }
 }
@@ -368,6 +378,19 @@ impl Backend for Export {
         }
         .map_err(errno)
     }
+    fn connected(&self, id: u64, peer: &str) {
+        crate::info!(
+            { "event": "ClientConnected", "conn": id, "peer": peer },
+            "client {id} connected from {peer}"
+        );
+    }
+    fn disconnected(&self, id: u64, requests: u64, errors: u64, why: Option<&str>) {
+        crate::info!(
+            { "event": "ClientDisconnected", "conn": id, "requests": requests, "errors": errors, "why": why },
+            "client {id} disconnected after {requests} requests ({errors} errors){}",
+            why.map(|w| format!(": {w}")).unwrap_or_default()
+        );
+    }
 }
 
 /// How a serve ended.
@@ -405,6 +428,7 @@ pub fn serve(
     stop: Arc<AtomicBool>,
     ready: &mut dyn FnMut(&str),
 ) -> Result<ServeSummary> {
+    crate::log::init(opts.log);
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
     let tls = opts.tls.load()?;
     check_listen_secure(&listen, opts.insecure, opts.tls.mode)?;
@@ -437,15 +461,23 @@ pub fn serve(
             .chain(a.faulty.iter().map(|(d, _)| d))
             .map(|d| d.path()),
     )?;
+    // Events name the directory absolute: the event program runs from its own directory.
+    let bus = Arc::new(Bus::new(
+        &std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
+        opts.event_program.clone(),
+    )?);
+    let checks = Arc::new(Checks::default());
     let served = Arc::new(control::Served {
         locks,
         read_only: opts.read_only,
+        events: bus.clone(),
+        checks: checks.clone(),
     });
     for w in &a.warnings {
-        eprintln!("raidlab serve: warning: {w}");
+        crate::warn!({ "event": "AssemblyWarning" }, "{w}");
     }
     for f in &a.forced {
-        eprintln!("raidlab serve: warning: --force: {f}; every region is resynced");
+        crate::warn!({ "event": "ForcedStart" }, "--force: {f}; every region is resynced");
     }
     let control_listener = control::bind(dir)?;
     let ctl_opts = Options {
@@ -465,33 +497,41 @@ pub fn serve(
             }
         };
     if let Some(r) = &started.replayed {
-        eprintln!(
-            "raidlab serve: {}: write-cache backup replayed: {} page(s) and {} image(s) from {} record(s); {} torn record(s) ignored",
+        crate::info!(
+            { "event": "BackupReplayed", "pages": r.pages, "images": r.images, "records": r.records, "torn": r.torn },
+            "{}: write-cache backup replayed: {} page(s) and {} image(s) from {} record(s); {} torn record(s) ignored",
             a.name, r.pages, r.images, r.records, r.torn
         );
     }
     if started.voided {
-        eprintln!("raidlab serve: {}: the write-cache backup was voided after a failure (all of it had been destaged); not replayed", a.name);
+        crate::info!("{}: the write-cache backup was voided after a failure (all of it had been destaged); not replayed", a.name);
     }
     if started.retired {
-        eprintln!(
-            "raidlab serve: {}: no write cache this time; the last run's backup is retired",
+        crate::info!(
+            "{}: no write cache this time; the last run's backup is retired",
             a.name
         );
     }
     if let Some(dirty) = &a.dirty_regions {
         let n = dirty.iter().filter(|&&b| b).count();
-        eprintln!("raidlab serve: {}: not stopped cleanly; resyncing {n} dirty region(s) in the background", a.name);
+        crate::info!(
+            { "event": "UncleanStart", "dirty_regions": n },
+            "{}: not stopped cleanly; resyncing {n} dirty region(s) in the background", a.name
+        );
         if a.devs.iter().any(|d| d.is_none()) || a.recovering.is_some() {
             // md refuses such a start without --force; raidlab serves and says what is at risk.
-            eprintln!(
-                "raidlab serve: warning: {} is dirty and degraded: rows that were being written at the crash cannot be resynced, and the missing member's units of those rows may read back wrong (the RAID-5/6 write hole)",
+            crate::warn!(
+                { "event": "WriteHole" },
+                "{} is dirty and degraded: rows that were being written at the crash cannot be resynced, and the missing member's units of those rows may read back wrong (the RAID-5/6 write hole)",
                 a.name
             );
         }
     }
     if let Some((slot, checkpoint)) = a.recovering {
-        eprintln!("raidlab serve: resuming the rebuild of slot {slot} from row {checkpoint}");
+        crate::info!(
+            { "event": "RebuildResumed", "slot": slot, "row": checkpoint },
+            "resuming the rebuild of slot {slot} from row {checkpoint}"
+        );
     }
     let mut server = match Server::bind(&listen) {
         Ok(s) => s,
@@ -515,8 +555,8 @@ pub fn serve(
     // Read-only: no background work (resync, rebuild and bitmap clearing all write).
     let bg = (!opts.read_only).then(|| ctl.spawn_background());
     if opts.read_only {
-        eprintln!(
-            "raidlab serve: {}: read-only: writes are refused; no resync or rebuild runs",
+        crate::info!(
+            "{}: read-only: writes are refused; no resync or rebuild runs",
             a.name
         );
     }
@@ -524,13 +564,39 @@ pub fn serve(
     let control_stop = Arc::new(AtomicBool::new(false));
     let control_thread = {
         let (ctl, dir, stop) = (ctl.clone(), dir.to_path_buf(), control_stop.clone());
+        let served = served.clone();
         std::thread::Builder::new()
             .name("raidlab-ctl".into())
             .spawn(move || control::run(control_listener, dir, ctl, stop, served))
             .map_err(|e| Error::io("control thread", &e))?
     };
+    // Events: the status is polled and its changes become events (`crate::events`).
+    let monitor_stop = Arc::new(AtomicBool::new(false));
+    let monitor_thread = {
+        let (ctl, served, stop) = (ctl.clone(), served.clone(), monitor_stop.clone());
+        let mut monitor = Monitor::new(a.shape.chunk_bytes);
+        std::thread::Builder::new()
+            .name("raidlab-events".into())
+            .spawn(move || {
+                loop {
+                    monitor.observe(&control::status(&ctl, &served), &served.events);
+                    if take_sighup() {
+                        crate::info!(
+                            { "event": "Sighup" },
+                            "SIGHUP received: ignored (nothing to reload; SIGTERM or SIGINT stops the server)"
+                        );
+                    }
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(events::POLL);
+                }
+                monitor
+            })
+            .map_err(|e| Error::io("event thread", &e))?
+    };
     let s = a.shape.clone();
-    ready(&format!(
+    let line = format!(
         "raidlab serve: {} ({} of {} members, {} bytes, {}) accepting connections on {addr}{}",
         a.name,
         s.level.name(),
@@ -542,7 +608,12 @@ pub fn serve(
             TlsMode::On => " (TLS offered)",
             TlsMode::Require => " (TLS required)",
         },
-    ));
+    );
+    crate::info!(
+        { "event": "Ready", "name": a.name, "listen": addr.to_string(), "state": ctl.state_word() },
+        "{} accepting connections on {addr}", a.name
+    );
+    ready(&line);
     let export = Arc::new(Export {
         ctl: ctl.clone(),
         wb: wb.clone(),
@@ -560,13 +631,33 @@ pub fn serve(
     if let Some(bg) = bg {
         let _ = bg.join();
     }
+    // A check or repair sees the stop after its current row.
+    if let Some(j) = checks.current() {
+        j.wait(&AtomicBool::new(false));
+    }
+    // The last changes, then the export is gone; watchers and the event program hear it.
+    monitor_stop.store(true, Ordering::SeqCst);
+    let _ = monitor_thread.join();
+    bus.emit(
+        crate::log::Level::Info,
+        "DeviceDisappeared",
+        None,
+        &format!("{}: the server is stopping; the export is gone", a.name),
+        serde_json::json!({}),
+    );
+    bus.close(
+        opts.event_program
+            .as_ref()
+            .map_or(Duration::ZERO, |p| p.timeout.min(Duration::from_secs(30))),
+    );
     control_stop.store(true, Ordering::SeqCst);
     let _ = control_thread.join();
     let nbd = served.map_err(|e| Error::io(addr.clone(), &e))?;
     if opts.read_only {
         let state = ctl.state_word();
-        eprintln!(
-            "raidlab serve: {} stopped ({state}, read-only: nothing written); {} requests served",
+        crate::info!(
+            { "event": "Stopped", "state": state, "requests": nbd.requests },
+            "{} stopped ({state}, read-only: nothing written); {} requests served",
             a.name, nbd.requests
         );
         return Ok(ServeSummary {
@@ -584,8 +675,9 @@ pub fn serve(
     // Records the rebuild checkpoint even when the clean flag did not change.
     ctl.checkpoint();
     let state = ctl.state_word();
-    eprintln!(
-        "raidlab serve: {} stopped ({state}{}); {} requests served",
+    crate::info!(
+        { "event": "Stopped", "state": state, "clean": clean, "requests": nbd.requests },
+        "{} stopped ({state}{}); {} requests served",
         a.name,
         if clean {
             ", marked clean"
@@ -604,9 +696,14 @@ pub struct SignalGuard {
     ids: Vec<signal_hook::SigId>,
 }
 
-/// Written from the SIGHUP handler with write(2), which is async-signal-safe.
-const SIGHUP_LINE: &[u8] =
-    b"raidlab serve: SIGHUP received: ignored (nothing to reload; SIGTERM or SIGINT stops the server)\n";
+/// Set by the SIGHUP handler (an atomic store is async-signal-safe); the event thread logs
+/// it.
+static SIGHUP: AtomicBool = AtomicBool::new(false);
+
+/// Whether a SIGHUP arrived since the last call.
+fn take_sighup() -> bool {
+    SIGHUP.swap(false, Ordering::SeqCst)
+}
 
 impl SignalGuard {
     pub fn install(stop: &Arc<AtomicBool>) -> Result<SignalGuard> {
@@ -616,11 +713,11 @@ impl SignalGuard {
                 .map_err(|e| Error::io("signal handler", &e))?;
             ids.push(id);
         }
-        // SAFETY: the action only calls write(2) on stderr with a static buffer, which is
-        // async-signal-safe; it allocates and locks nothing.
+        // SAFETY: the action only stores to a static atomic, which is async-signal-safe; it
+        // allocates and locks nothing.
         let hup = unsafe {
             signal_hook::low_level::register(signal_hook::consts::SIGHUP, || {
-                let _ = libc::write(2, SIGHUP_LINE.as_ptr().cast(), SIGHUP_LINE.len());
+                SIGHUP.store(true, Ordering::SeqCst);
             })
         }
         .map_err(|e| Error::io("signal handler", &e))?;

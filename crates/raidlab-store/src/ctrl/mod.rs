@@ -14,6 +14,7 @@
 //! Lock order: stripe rows, then `state`, then the cache or the bitmap.
 
 pub mod cache;
+pub mod checkjob;
 pub mod column;
 pub mod io;
 pub mod locks;

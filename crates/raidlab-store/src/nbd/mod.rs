@@ -108,6 +108,12 @@ pub trait Backend: Send + Sync + 'static {
     fn flush(&self) -> Result<(), Errno>;
     fn trim(&self, offset: u64, len: u64, fua: bool) -> Result<(), Errno>;
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), Errno>;
+    /// A client connected from `peer` (an address, or `unix`); `id` numbers the server's
+    /// connections from 1. For the server's log; the default does nothing.
+    fn connected(&self, _id: u64, _peer: &str) {}
+    /// Connection `id` ended after `requests` requests (`errors` of them answered with an
+    /// error); `why` says what ended it when it was not the client's disconnect.
+    fn disconnected(&self, _id: u64, _requests: u64, _errors: u64, _why: Option<&str>) {}
 }
 
 /// Where a server listens.

@@ -445,6 +445,12 @@ impl Backend for Stricter {
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), Errno> {
         self.inner.write_zeroes(offset, len, fua)
     }
+    fn connected(&self, id: u64, peer: &str) {
+        self.inner.connected(id, peer)
+    }
+    fn disconnected(&self, id: u64, requests: u64, errors: u64, why: Option<&str>) {
+        self.inner.disconnected(id, requests, errors, why)
+    }
 }
 
 fn start_connection(shared: &Arc<Shared>, stream: Stream, id: u64) -> io::Result<Live> {
@@ -509,6 +515,15 @@ fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
     if shared.debug {
         eprintln!("nbd: connection {} open", conn.id);
     }
+    let peer = match &stream {
+        Stream::Tcp(s) => s
+            .peer_addr()
+            .map_or_else(|_| "tcp".into(), |a| a.to_string()),
+        Stream::Unix(_) => "unix".to_string(),
+        // A connection starts in plain text; TLS begins later, with STARTTLS.
+        Stream::Tls(_) => "tls".to_string(),
+    };
+    shared.backend.connected(conn.id, &peer);
     let outcome = serve_connection(shared, stream, conn);
     if let Err(e) = &outcome {
         if timed_out(e) {
@@ -521,6 +536,12 @@ fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
         w.close_notify();
         w.shutdown(Shutdown::Both);
     }
+    shared.backend.disconnected(
+        conn.id,
+        conn.requests.load(Ordering::Relaxed),
+        conn.errors.load(Ordering::Relaxed),
+        outcome.as_ref().err().map(|e| e.to_string()).as_deref(),
+    );
     if shared.debug {
         let how = match &outcome {
             Ok(()) => "closed".to_string(),
