@@ -34,71 +34,29 @@ impl Disk {
     }
 }
 
-/// Every committer returns only once a sync that began after its record was staged has
-/// finished (its record is durable), in every interleaving of two committers.
-#[test]
-fn group_commit_covers_every_staged_record() {
-    let explored = {
-        // One disk and one group commit per execution.
-        let cell: Arc<StdMutex<Option<(Arc<Disk>, Arc<GroupCommit>)>>> =
-            Arc::new(StdMutex::new(None));
-        let cell2 = cell.clone();
-        let count = Arc::new(AtomicU64::new(0));
-        let c = count.clone();
-        shuttle::check_dfs(
-            move || {
-                c.fetch_add(1, Ordering::SeqCst);
-                let disk = Arc::new(Disk::new(2));
-                let gc = Arc::new(GroupCommit::default());
-                *cell2.lock().expect("cell") = Some((disk.clone(), gc.clone()));
-                let hs: Vec<_> = (0..2)
-                    .map(|i| {
-                        let (disk, gc) = (disk.clone(), gc.clone());
-                        thread::spawn(move || {
-                            disk.staged.lock().expect("staged")[i] = true;
-                            gc.commit(&|| disk.sync()).expect("commit");
-                            assert!(
-                                disk.durable.lock().expect("durable")[i],
-                                "committer {i} returned before its record was durable"
-                            );
-                        })
-                    })
-                    .collect();
-                for h in hs {
-                    h.join().expect("thread");
-                }
-            },
-            None,
-        );
-        drop(cell);
-        count.load(Ordering::SeqCst)
-    };
-    println!("KERNEL group commit: {explored} interleavings of 2 committers, all checked");
-    assert!(explored > 100, "{explored}");
-}
-
-/// Every FLUSH returns only once the writes completed before it are durable, in every
-/// interleaving of two writer-flushers (the smallest history that broke the old flag: one
-/// FLUSH's sync in progress while the other's returns).
-#[test]
-fn flush_generation_covers_every_completed_write() {
+/// Run two threads of `step(disk, kernel, i)` over one fresh disk and kernel per execution,
+/// under shuttle's exhaustive scheduler; each thread then checks its record is durable.
+/// Returns the interleavings explored.
+fn every_interleaving<K: Default + Send + Sync + 'static>(
+    what: &'static str,
+    step: fn(&Disk, &K, usize),
+) -> u64 {
     let count = Arc::new(AtomicU64::new(0));
     let c = count.clone();
     shuttle::check_dfs(
         move || {
             c.fetch_add(1, Ordering::SeqCst);
             let disk = Arc::new(Disk::new(2));
-            let gen = Arc::new(FlushGen::default());
+            let kernel = Arc::new(K::default());
             let hs: Vec<_> = (0..2)
                 .map(|i| {
-                    let (disk, gen) = (disk.clone(), gen.clone());
+                    let (disk, kernel) = (disk.clone(), kernel.clone());
                     thread::spawn(move || {
                         disk.staged.lock().expect("staged")[i] = true;
-                        gen.wrote();
-                        gen.flush(|| disk.sync()).expect("flush");
+                        step(&disk, &kernel, i);
                         assert!(
                             disk.durable.lock().expect("durable")[i],
-                            "a FLUSH after write {i} returned before it was durable"
+                            "{what}: thread {i} returned before its record was durable"
                         );
                     })
                 })
@@ -109,7 +67,29 @@ fn flush_generation_covers_every_completed_write() {
         },
         None,
     );
-    let explored = count.load(Ordering::SeqCst);
+    count.load(Ordering::SeqCst)
+}
+
+/// Every committer returns only once a sync that began after its record was staged has
+/// finished (its record is durable), in every interleaving of two committers.
+#[test]
+fn group_commit_covers_every_staged_record() {
+    let explored = every_interleaving::<GroupCommit>("group commit", |disk, gc, _| {
+        gc.commit(&|| disk.sync()).expect("commit");
+    });
+    println!("KERNEL group commit: {explored} interleavings of 2 committers, all checked");
+    assert!(explored > 100, "{explored}");
+}
+
+/// Every FLUSH returns only once the writes completed before it are durable, in every
+/// interleaving of two writer-flushers (the smallest history that broke the old flag: one
+/// FLUSH's sync in progress while the other's returns).
+#[test]
+fn flush_generation_covers_every_completed_write() {
+    let explored = every_interleaving::<FlushGen>("flush generation", |disk, gen, _| {
+        gen.wrote();
+        gen.flush(|| disk.sync()).expect("flush");
+    });
     println!("KERNEL flush generation: {explored} interleavings, all checked");
     assert!(explored > 100, "{explored}");
 }

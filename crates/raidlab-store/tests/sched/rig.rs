@@ -497,7 +497,8 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
     // Degraded runs start with no spare, healthy ones with one; the operator may add the
     // withheld one. Rebuilding runs have both: when the operator fails the replacement, a
     // second rebuild starts at once, racing the first one's late units.
-    let (given, withheld): (Vec<Arc<dyn Member>>, Option<Arc<dyn Member>>) = match cfg.start {
+    type Dev = Arc<dyn Member>;
+    let (given, withheld): (Vec<Dev>, Option<Dev>) = match cfg.start {
         Start::Degraded => (Vec::new(), Some(spares[1].clone())),
         Start::Healthy => (vec![spares[0].clone()], Some(spares[1].clone())),
         Start::Rebuilding => (vec![spares[0].clone(), spares[1].clone()], None),
