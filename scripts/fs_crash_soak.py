@@ -935,7 +935,7 @@ class CellRunner:
             ctl(self.arr, "add-spare", str(self.new_spare()))
         wait_for(lambda: (s := status(self.arr))["rebuild"] is None and s["state"] not in ("degraded", "rebuilding"), 300, "the rebuild", 0.2)
         wait_for(lambda: status(self.arr)["resync"]["pending_regions"] == 0, 120, "the resync", 0.1)
-        rep = ctl(self.arr, "check", timeout=300)
+        rep = ctl(self.arr, "check", "--wait", timeout=300)
         if rep["mismatches"]:
             c.mismatched_rows += rep["mismatches"]
             c.problems.append(f"{tag}: ctl check found {rep['mismatches']} inconsistent rows")

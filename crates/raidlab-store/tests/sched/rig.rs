@@ -355,6 +355,7 @@ fn operator(
     let mut rng = thread_rng();
     let mut injected: Vec<usize> = Vec::new();
     let mut spare = spare;
+    let mut spare_failing = false;
     // Original members the array still uses: never failed (a failed one may be removed and
     // then legitimately added back as a spare).
     let mut gone: Vec<usize> = Vec::new();
@@ -373,11 +374,14 @@ fn operator(
                     Some(s) if rng.gen_bool(0.5) => s,
                     _ => rng.gen_range(0..states.len()),
                 };
+                // Failures pending (errors injected, not yet hit) count as failed; so does
+                // the first spare once made to fail, wherever it ends up.
                 let down = states.iter().filter(|s| **s != SlotState::InSync).count()
                     + injected
                         .iter()
                         .filter(|&&s| states[s] == SlotState::InSync)
-                        .count();
+                        .count()
+                    + usize::from(spare_failing);
                 let replacement = matches!(states[slot], SlotState::Recovering { .. });
                 let survives = states[slot] == SlotState::InSync && down < ctx.cfg.tolerance();
                 if replacement || survives {
@@ -388,6 +392,7 @@ fn operator(
                     // The first replacement (spare 0) starts failing: its units in flight
                     // fail late, after a rebuild onto spare 1 may have begun.
                     first_spare.fail_now();
+                    spare_failing = true;
                 } else if replacement || survives {
                     if replacement || rng.gen_bool(0.5) || injected.contains(&slot) {
                         if let Err(e) = ctx.ctl.fail_member(slot as u32, "failed by ctl") {
