@@ -420,6 +420,9 @@ fn operator(
                     .filter(|k| !gone.contains(k))
                     .map(|k| &live[k])
                     .collect();
+                if live.is_empty() {
+                    continue;
+                }
                 let p = live[rng.gen_range(0..live.len())];
                 let again: Arc<dyn Member> =
                     Arc::new(FileMember::open(&p.to_string_lossy()).expect("reopen"));
