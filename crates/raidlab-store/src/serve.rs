@@ -288,16 +288,7 @@ impl ServeOptions {
             cache,
             rebuild_order,
             rebuild_rate,
-            workers: None,
-            wb: None,
-            backup_discard: false,
-            limits: default_limits(),
-            insecure: false,
-            tls: TlsOptions::default(),
-            force: false,
-            read_only: false,
-            log: Default::default(),
-            event_program: None,
+            ..ServeOptions::default()
         })
     }
 }

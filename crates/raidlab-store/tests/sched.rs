@@ -14,8 +14,12 @@
 //! the runs per configuration (default 6; `make soak` runs 10,000), `RAIDLAB_SCHED_SEED` the
 //! first seed, `RAIDLAB_SCHED_CRASHES` the crash states per run (default 2).
 
+#[path = "sched/actors.rs"]
+mod actors;
 #[path = "sched/kernels.rs"]
 mod kernels;
+#[path = "sched/recover.rs"]
+mod recover;
 #[path = "sched/rig.rs"]
 mod rig;
 

@@ -11,11 +11,9 @@ use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
 
 use raidlab::array::{Layout, Level};
-use raidlab_store::crash::{
-    self, check::recover_and_check, CrashState, Event, Materialiser, RecordingMember, SharedJournal,
-};
+use raidlab_store::crash::{self, CrashState, Event, Materialiser, RecordingMember, SharedJournal};
 use raidlab_store::ctrl::column::BLOCK;
-use raidlab_store::ctrl::{Controller, IoFail, Options, SlotState};
+use raidlab_store::ctrl::{Controller, IoFail, Options};
 use raidlab_store::format::{self, CreateSpec};
 use raidlab_store::member::{FaultMember, FileMember, Member};
 use raidlab_store::model::{Model, OpKind};
@@ -24,7 +22,6 @@ use raidlab_store::wb::backup::Backup;
 use raidlab_store::wb::log::LogBackup;
 use raidlab_store::wb::mirror::{mirror_bytes, MirrorBackup};
 use raidlab_store::wb::{BackupKind, WbSpec, WriteBack};
-use shuttle::rand::{thread_rng, Rng};
 
 pub const CHUNK: u64 = 16 << 10;
 pub const ROWS: u64 = 8;
@@ -44,7 +41,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn backed(self) -> bool {
+    pub(crate) fn backed(self) -> bool {
         matches!(self, Mode::Mirror | Mode::Log)
     }
 }
@@ -71,7 +68,7 @@ pub struct Cfg {
 
 impl Cfg {
     /// Member failures the level survives.
-    fn tolerance(&self) -> usize {
+    pub(crate) fn tolerance(&self) -> usize {
         match self.level {
             Level::Raid0 => 0,
             Level::Raid1 => self.disks as usize - 1,
@@ -159,7 +156,12 @@ pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
 
 /// Record the backup in `wb.json` as `serve` does before its first cached write (a
 /// recovery retires it, so each crash state gets it afresh).
-fn write_record(dir: &std::path::Path, mode: Mode, backup: &std::path::Path, bytes: u64) {
+pub(crate) fn write_record(
+    dir: &std::path::Path,
+    mode: Mode,
+    backup: &std::path::Path,
+    bytes: u64,
+) {
     let legs = vec![(backup.to_string_lossy().into_owned(), 0, bytes)];
     match mode {
         Mode::Mirror => raidlab_store::wb::setup::write_record(dir, "mirror", &legs, 0),
@@ -185,22 +187,22 @@ pub struct Tally {
 }
 
 /// Shared by the threads of one run.
-struct Ctx {
-    cfg: Cfg,
-    ctl: Arc<Controller>,
-    wb: Option<Arc<WriteBack>>,
-    j: SharedJournal,
-    model: StdMutex<Model>,
-    blocks: u64,
+pub(crate) struct Ctx {
+    pub(crate) cfg: Cfg,
+    pub(crate) ctl: Arc<Controller>,
+    pub(crate) wb: Option<Arc<WriteBack>>,
+    pub(crate) j: SharedJournal,
+    pub(crate) model: StdMutex<Model>,
+    pub(crate) blocks: u64,
     /// Clients and operator finished.
-    done: std::sync::atomic::AtomicU32,
+    pub(crate) done: std::sync::atomic::AtomicU32,
     /// The operator failed the write cache's backup device.
-    backup_lost: std::sync::atomic::AtomicBool,
-    backup_fault: Option<Arc<FaultMember>>,
+    pub(crate) backup_lost: std::sync::atomic::AtomicBool,
+    pub(crate) backup_fault: Option<Arc<FaultMember>>,
     /// Where in the history the backup was failed.
-    lost_at: StdMutex<Option<usize>>,
+    pub(crate) lost_at: StdMutex<Option<usize>>,
     /// The operator failed a member or made one fail its I/O.
-    failed_during: std::sync::atomic::AtomicBool,
+    pub(crate) failed_during: std::sync::atomic::AtomicBool,
 }
 
 std::thread_local! {
@@ -209,7 +211,7 @@ std::thread_local! {
     static RUNS_STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-fn fail(msg: String) -> ! {
+pub(crate) fn fail(msg: String) -> ! {
     let run = RUNS_STARTED.with(|c| c.get());
     let name = std::thread::current().name().unwrap_or("?").to_string();
     panic!("PROMISE BROKEN in scheduled run {run} of {name}: {msg}");
@@ -248,7 +250,7 @@ impl Ctx {
 
     /// A write of `count` blocks from `first` (of zeros with `zeros`: TRIM / WRITE_ZEROES):
     /// must succeed (redundancy always remains).
-    fn do_write(&self, first: u64, count: u64, fua: bool, zeros: bool) {
+    pub(crate) fn do_write(&self, first: u64, count: u64, fua: bool, zeros: bool) {
         let (i, data) = {
             let mut m = self.model.lock().expect("model");
             let data = if zeros {
@@ -282,7 +284,7 @@ impl Ctx {
         m.end(i, ack);
     }
 
-    fn do_flush(&self) {
+    pub(crate) fn do_flush(&self) {
         let i = {
             let mut m = self.model.lock().expect("model");
             m.begin(OpKind::Flush, crash::position(&self.j))
@@ -295,7 +297,7 @@ impl Ctx {
     }
 
     /// Read `count` blocks from `first` and check each against the model.
-    fn do_read(&self, first: u64, count: u64) {
+    pub(crate) fn do_read(&self, first: u64, count: u64) {
         let start = crash::position(&self.j);
         let mut buf = vec![0u8; (count as usize) * BLOCK];
         if let Err(e) = self.read(first * BLOCK as u64, &mut buf) {
@@ -325,145 +327,6 @@ impl Ctx {
                 ));
             }
         }
-    }
-}
-
-fn client(ctx: &Ctx) {
-    let mut rng = thread_rng();
-    for _ in 0..ctx.cfg.ops {
-        let count = rng.gen_range(1..=6u64).min(ctx.blocks);
-        let first = rng.gen_range(0..=ctx.blocks - count);
-        match rng.gen_range(0..100u32) {
-            0..=49 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, false),
-            50..=57 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, true),
-            58..=79 => ctx.do_read(first, count),
-            _ => ctx.do_flush(),
-        }
-    }
-}
-
-/// Operator commands racing the clients: fail a member (or inject errors into it) while
-/// the level survives, add the withheld spare, try to add a live member again (refused),
-/// `check` (no mismatch), clear idle bitmap regions.
-fn operator(
-    ctx: &Ctx,
-    faults: &[Arc<FaultMember>],
-    first_spare: &FaultMember,
-    spare: Option<Arc<dyn Member>>,
-    live: &[PathBuf],
-) {
-    let mut rng = thread_rng();
-    let mut injected: Vec<usize> = Vec::new();
-    let mut spare = spare;
-    let mut spare_failing = false;
-    // Original members the array still uses: never failed (a failed one may be removed and
-    // then legitimately added back as a spare).
-    let mut gone: Vec<usize> = Vec::new();
-    if ctx.cfg.start != Start::Healthy {
-        gone.push(1);
-    }
-    for _ in 0..3 {
-        match rng.gen_range(0..8u32) {
-            0 | 1 => {
-                let states = ctx.ctl.slot_states();
-                // Half the time the replacement being rebuilt, when there is one.
-                let rebuilding = states
-                    .iter()
-                    .position(|s| matches!(s, SlotState::Recovering { .. }));
-                let slot = match rebuilding {
-                    Some(s) if rng.gen_bool(0.5) => s,
-                    _ => rng.gen_range(0..states.len()),
-                };
-                // Failures pending (errors injected, not yet hit) count as failed; so does
-                // the first spare once made to fail, wherever it ends up.
-                let down = states.iter().filter(|s| **s != SlotState::InSync).count()
-                    + injected
-                        .iter()
-                        .filter(|&&s| states[s] == SlotState::InSync)
-                        .count()
-                    + usize::from(spare_failing);
-                let replacement = matches!(states[slot], SlotState::Recovering { .. });
-                let survives = states[slot] == SlotState::InSync && down < ctx.cfg.tolerance();
-                if replacement || survives {
-                    ctx.failed_during
-                        .store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-                if replacement && rng.gen_bool(0.5) {
-                    // The first replacement (spare 0) starts failing: its units in flight
-                    // fail late, after a rebuild onto spare 1 may have begun.
-                    first_spare.fail_now();
-                    spare_failing = true;
-                } else if replacement || survives {
-                    if replacement || rng.gen_bool(0.5) || injected.contains(&slot) {
-                        if let Err(e) = ctx.ctl.fail_member(slot as u32, "failed by ctl") {
-                            fail(format!("ctl fail {slot} killed a surviving array: {e}"));
-                        }
-                        gone.push(slot);
-                    } else {
-                        // Errors from the device now in the slot: found by its next I/O.
-                        let dev = &faults[slot];
-                        dev.fail_now();
-                        injected.push(slot);
-                        gone.push(slot);
-                    }
-                }
-            }
-            2 => {
-                if let Some(s) = spare.take() {
-                    if let Err(e) = ctx.ctl.add_spare(s) {
-                        fail(format!("add-spare of a new device refused: {e}"));
-                    }
-                }
-            }
-            3 => {
-                let live: Vec<&PathBuf> = (0..live.len())
-                    .filter(|k| !gone.contains(k))
-                    .map(|k| &live[k])
-                    .collect();
-                if live.is_empty() {
-                    continue;
-                }
-                let p = live[rng.gen_range(0..live.len())];
-                let again: Arc<dyn Member> =
-                    Arc::new(FileMember::open(&p.to_string_lossy()).expect("reopen"));
-                if ctx.ctl.add_spare(again).is_ok() {
-                    fail(format!(
-                        "add-spare accepted {}, a device of the array",
-                        p.display()
-                    ));
-                }
-            }
-            4 if ctx.backup_fault.is_some() && rng.gen_bool(0.3) => {
-                // The backup device dies: writes after this are the NBD contract's.
-                ctx.backup_lost
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-                ctx.lost_at
-                    .lock()
-                    .expect("lost")
-                    .get_or_insert(crash::position(&ctx.j));
-                if let Some(f) = &ctx.backup_fault {
-                    f.fail_now();
-                }
-            }
-            4 => {
-                let r = ctx.ctl.check();
-                if r.mismatches > 0 {
-                    fail(format!(
-                        "check found {} mismatched rows: {r:?}",
-                        r.mismatches
-                    ));
-                }
-            }
-            5 => {
-                // `ctl remove K`: forget the faulty device taken out of a slot, if any.
-                let slot = rng.gen_range(0..ctx.cfg.disks);
-                let _ = ctx.ctl.remove(&slot.to_string());
-            }
-            _ => {
-                ctx.ctl.intent_clear_idle(true);
-            }
-        }
-        thread::yield_now();
     }
 }
 
@@ -623,7 +486,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         .map(|_| {
             let c = ctx.clone();
             thread::spawn(move || {
-                client(&c);
+                crate::actors::client(&c);
                 c.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             })
         })
@@ -634,7 +497,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         let first_spare = spares[0].clone();
         let live = fx.members.clone();
         thread::spawn(move || {
-            operator(&c, &faults, &first_spare, withheld, &live);
+            crate::actors::operator(&c, &faults, &first_spare, withheld, &live);
             c.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         })
     };
@@ -724,7 +587,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         t.histories.insert(h.finish());
     }
     let voided = *void_at.lock().expect("void");
-    let run = Run {
+    let run = crate::recover::Run {
         mat,
         events,
         model,
@@ -732,129 +595,5 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         lost_at,
         failed_during: ctx_failed,
     };
-    crash_check(fx, cfg, &run, tally);
-}
-
-/// What a finished run leaves for its crash states.
-struct Run {
-    /// The files as the run began.
-    mat: Materialiser,
-    events: Vec<Event>,
-    model: Model,
-    /// Where the lost backup was voided by its marker file, and its epoch.
-    voided: Option<(usize, u64)>,
-    /// Where the operator failed the backup device.
-    lost_at: Option<usize>,
-    /// The operator failed a member (or made one fail its I/O) during the run.
-    failed_during: bool,
-}
-
-/// Cut `cfg.crashes` crash states from the run's history (any prefix of the member and
-/// backup I/O, with any subset of the writes in flight at the cut landing, in any order),
-/// recover each as `serve` does and check it against the model.
-fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<Tally>) {
-    let Run {
-        mat,
-        events,
-        model,
-        voided,
-        lost_at,
-        ..
-    } = run;
-    let (voided, lost_at) = (*voided, *lost_at);
-    let mut draw = thread_rng();
-    // Cut 0 comes before the prefill's reply (the prefill is in the starting images).
-    let states: Vec<CrashState> = crash::crash_states(events, 1, &mut || draw.gen::<u64>())
-        .into_iter()
-        .filter(|s| s.cut > 0)
-        .collect();
-    let mut rng = thread_rng();
-    let rows_all = vec![true; ROWS as usize];
-    // Half the states are cut just after a reply with nothing in flight landing: where a
-    // promise made at the reply (a FLUSH, a FUA write, a backed write) is tested hardest.
-    let after_reply: Vec<&CrashState> = states
-        .iter()
-        .filter(|s| s.kind == "none" && s.cut > 0 && matches!(events[s.cut - 1], Event::Ack { .. }))
-        .collect();
-    for _ in 0..cfg.crashes {
-        let s = if !after_reply.is_empty() && rng.gen_bool(0.5) {
-            after_reply[rng.gen_range(0..after_reply.len())]
-        } else {
-            &states[rng.gen_range(0..states.len())]
-        };
-        mat.write(events, s).expect("materialise a crash state");
-        write_record(&fx.dir.0, cfg.mode, &fx.backup, fx.backup_bytes);
-        let void = fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE);
-        match voided {
-            Some((at, epoch)) if at < s.cut => {
-                std::fs::write(&void, format!("{epoch}\n")).expect("void marker")
-            }
-            _ => {
-                let _ = std::fs::remove_file(&void);
-            }
-        }
-        let o = recover_and_check(&fx.dir.0, model, s.cut, &rows_all, cfg.mode.backed());
-        let at = format!(
-            "crash state at event {} of {} ({})",
-            s.cut,
-            events.len(),
-            s.kind
-        );
-        if let Some(e) = &o.assembly {
-            fail(format!("{at} did not assemble: {e}"));
-        }
-        // Without a backup a crash can leave a degraded row's lost unit wrong: the
-        // RAID-5/6 write hole, a documented limit. With one, nothing may read wrong.
-        // After the backup was lost the cache writes through: the hole is open again. And a
-        // member that fails while a destage of a row it was healthy in is in flight leaves
-        // that row without images (docs/store.md, Limits): its unit is wrong if the crash
-        // comes before the destage is synced.
-        let unbacked = !cfg.mode.backed() || lost_at.is_some_and(|p| p < s.cut);
-        let concurrent_failure = run.failed_during;
-        let hole = (unbacked || concurrent_failure) && o.bad.iter().all(|b| b.on_lost_unit);
-        if !o.bad.is_empty() && !hole {
-            let lba = o.bad[0].lba;
-            let ops: Vec<String> = model
-                .ops
-                .iter()
-                .enumerate()
-                .filter(|(_, o)| match o.kind {
-                    OpKind::Write { first, count, .. } => (first..first + count).contains(&lba),
-                    OpKind::Flush => true,
-                })
-                .map(|(i, o)| format!("{} {:?} [{}, {}]", i + 1, o.kind, o.start, o.ack))
-                .collect();
-            let backup = fx.paths.len() - 1;
-            let syncs: Vec<usize> = events
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| matches!(e, Event::Sync { member } if *member == backup))
-                .map(|(i, _)| i)
-                .collect();
-            fail(format!(
-                "{at}: blocks lost or stale: {:?}; calls on block {lba}: {ops:?}; backup syncs at {syncs:?}",
-                &o.bad[..o.bad.len().min(4)]
-            ));
-        }
-        if !o.mismatch_rows.is_empty() {
-            fail(format!(
-                "{at}: rows inconsistent after resync: {:?}",
-                o.mismatch_rows
-            ));
-        }
-        if !unbacked && !concurrent_failure && !o.mismatch_rows_lost.is_empty() {
-            fail(format!(
-                "{at}: degraded rows inconsistent: {:?}",
-                o.mismatch_rows_lost
-            ));
-        }
-        let mut t = tally.lock().expect("tally");
-        t.crash_states += 1;
-        t.hole_states += u64::from(!o.bad.is_empty() || !o.mismatch_rows_lost.is_empty());
-        t.hole_concurrent += u64::from(
-            cfg.mode.backed()
-                && !unbacked
-                && (!o.bad.is_empty() || !o.mismatch_rows_lost.is_empty()),
-        );
-    }
+    crate::recover::crash_check(fx, cfg, &run, tally);
 }
