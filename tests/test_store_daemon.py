@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from store_fixtures import (
@@ -222,3 +226,42 @@ def test_repair_is_refused_read_only(tmp_path: Path, store_servers: ServerPool) 
     r = ctl(d, "repair", "--wait")
     assert r.returncode == 2 and "read-only" in r.stderr, r.stderr
     assert json.loads(cli_ok("ctl", d, "check", "--wait", "--json"))["mismatches"] == 0
+
+
+def test_socket_activation_serves_on_the_inherited_socket(tmp_path: Path) -> None:
+    """systemd's LISTEN_FDS/LISTEN_PID: the server takes fd 3 and ignores --listen."""
+    d = _raid5(tmp_path)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    fd = sock.fileno()
+    # exec keeps the wrapper's pid, so LISTEN_PID names the server; fd 3 is the socket.
+    script = (
+        f"import os, sys; os.dup2({fd}, 3); os.close({fd}); "
+        "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); os.execvp(sys.argv[1], sys.argv[1:])"
+    )
+    err = tmp_path / "serve.err"
+    with open(err, "wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, *raidlab_cmd(), "serve", str(d), "--listen", "127.0.0.1:1"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=e,
+            pass_fds=(fd,),
+            start_new_session=True,
+        )
+    sock.close()
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert f"accepting connections on 127.0.0.1:{port}" in line, (line, err.read_text())
+        # An NBD client's first bytes: the server's greeting (NBDMAGIC).
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            assert c.recv(8) == b"NBDMAGIC"
+        assert "socket activation" in err.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, err.read_text()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -524,15 +524,31 @@ pub fn serve(
             "resuming the rebuild of slot {slot} from row {checkpoint}"
         );
     }
-    let mut server = match Server::bind(&listen) {
-        Ok(s) => s,
-        Err(e) => {
-            // Nothing was served: leave no control socket behind.
-            drop(control_listener);
-            let _ = std::fs::remove_file(control::socket_path(dir));
-            return Err(Error::io(opts.listen.clone(), &e));
+    let inherited = inherited_listener();
+    let mut server =
+        match inherited.map_or_else(|| Server::bind(&listen), Server::from_inherited_fd) {
+            Ok(s) => s,
+            Err(e) => {
+                // Nothing was served: leave no control socket behind.
+                drop(control_listener);
+                let _ = std::fs::remove_file(control::socket_path(dir));
+                return Err(Error::io(opts.listen.clone(), &e));
+            }
+        };
+    if inherited.is_some() {
+        let local = server.local_addr();
+        if let Ok(addr) = local.parse::<std::net::SocketAddr>() {
+            if let Err(e) = check_listen_secure(&Listen::Tcp(addr), opts.insecure) {
+                drop(control_listener);
+                let _ = std::fs::remove_file(control::socket_path(dir));
+                return Err(e);
+            }
         }
-    };
+        crate::info!(
+            { "event": "SocketActivation", "listen": local },
+            "socket activation: serving on the inherited socket {local} (--listen is not used)"
+        );
+    }
     if let Some(w) = opts.workers {
         server = server.with_workers(w);
     }
@@ -678,6 +694,27 @@ pub fn serve(
         nbd.requests
     );
     Ok(ServeSummary { nbd, state, clean })
+}
+
+/// The listening socket systemd passed (socket activation, `sd_listen_fds`): fd 3 when
+/// `$LISTEN_PID` is this process and `$LISTEN_FDS` is at least 1. The variables are removed
+/// and the fd made close-on-exec, so the event program inherits neither.
+fn inherited_listener() -> Option<std::os::fd::RawFd> {
+    const SD_LISTEN_FDS_START: std::os::fd::RawFd = 3;
+    let pid = std::env::var("LISTEN_PID").ok()?;
+    let fds = std::env::var("LISTEN_FDS").ok()?;
+    if pid.trim().parse::<u32>().ok()? != std::process::id() {
+        return None;
+    }
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    if fds.trim().parse::<u32>().ok()? < 1 {
+        return None;
+    }
+    // SAFETY: fcntl on an fd number; a bad fd fails with EBADF and is then not used.
+    let ok = unsafe { libc::fcntl(SD_LISTEN_FDS_START, libc::F_SETFD, libc::FD_CLOEXEC) } == 0;
+    ok.then_some(SD_LISTEN_FDS_START)
 }
 
 /// Set `stop` on SIGINT and SIGTERM for as long as the guard lives. SIGHUP is ignored with a

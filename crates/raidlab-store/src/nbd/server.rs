@@ -178,6 +178,49 @@ pub struct Server {
 impl Server {
     /// Bind the listening socket. A Unix socket path left behind by a dead server (nothing
     /// accepts on it) is replaced; a live one is an `AddrInUse` error.
+    /// Serve on a listening socket inherited as `fd` (systemd's socket activation: fd 3),
+    /// TCP or Unix; the socket file, if any, is the service manager's and is left in place.
+    pub fn from_inherited_fd(fd: std::os::fd::RawFd) -> io::Result<Server> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: getsockname writes at most `len` bytes into the zeroed storage.
+        let family = unsafe {
+            let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            if libc::getsockname(
+                fd,
+                (&mut addr as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            i32::from(addr.ss_family)
+        };
+        let workers = default_workers();
+        let (listener, local) = if family == libc::AF_UNIX {
+            // SAFETY: the fd is a socket handed to this process, owned from here on.
+            let l = unsafe { UnixListener::from_raw_fd(fd) };
+            let local = l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(|p| format!("unix:{}", p.display())))
+                .unwrap_or_else(|| "unix:(inherited)".into());
+            (Listener::Unix(l), local)
+        } else {
+            // SAFETY: as above.
+            let l = unsafe { TcpListener::from_raw_fd(fd) };
+            let local = l.local_addr()?.to_string();
+            (Listener::Tcp(l), local)
+        };
+        Ok(Server {
+            listener,
+            local,
+            unix_path: None,
+            workers,
+            limits: Limits::default(),
+        })
+    }
+
     pub fn bind(listen: &Listen) -> io::Result<Server> {
         let workers = default_workers();
         match listen {
