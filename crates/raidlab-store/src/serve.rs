@@ -538,7 +538,7 @@ pub fn serve(
     if inherited.is_some() {
         let local = server.local_addr();
         if let Ok(addr) = local.parse::<std::net::SocketAddr>() {
-            if let Err(e) = check_listen_secure(&Listen::Tcp(addr), opts.insecure) {
+            if let Err(e) = check_listen_secure(&Listen::Tcp(addr), opts.insecure, opts.tls.mode) {
                 drop(control_listener);
                 let _ = std::fs::remove_file(control::socket_path(dir));
                 return Err(e);

@@ -218,6 +218,7 @@ impl Server {
             unix_path: None,
             workers,
             limits: Limits::default(),
+            tls: None,
         })
     }
 
