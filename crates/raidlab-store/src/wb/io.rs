@@ -178,8 +178,11 @@ impl WriteBack {
             lost = !self.release_superseded(superseded);
         }
         if lost {
-            // What this write put in the cache is durable only once it is on the members.
+            // What this write put in the cache is durable only once it is on the members,
+            // and only once the backup is reset or voided: its older records of these pages
+            // would otherwise be replayed over them after a crash.
             self.drain_all()?;
+            self.wait_write_through()?;
         }
         if done < count {
             let rest = &data[done as usize * BLOCK..];
@@ -294,6 +297,8 @@ impl WriteBack {
             if let Some(f) = &g.failed {
                 return Err(IoFail::Failed(f.clone()));
             }
+            // The destager ends the drain (resets or voids the backup) when it next runs.
+            self.work.notify_one();
             g = self.wait_room(g, &mut waits)?;
         }
         Ok(())

@@ -236,3 +236,47 @@ fn a_second_flush_waits_for_the_sync_in_progress() {
         "the second FLUSH answered while the sync covering the TRIM was still running"
     );
 }
+
+/// Found by the scheduled runs (RAID-1, log backup, seed 2): a write whose backup write
+/// fails is drained to the members and answered, but the backup still holds an older
+/// record of its page until the destager voids it. A crash in between replayed the older
+/// record over the answered write. The reply now waits for the void.
+#[test]
+fn a_write_drained_after_the_backup_fails_is_answered_after_the_void() {
+    let sh = shape(Level::Raid5, 4, 8);
+    let members = mem_members(&sh, "m", 4);
+    let (c, _) = controller(&sh, &members, Options::default());
+    let inner: Arc<dyn Member> = Arc::new(MemMember::new("mirror", mirror_bytes(64)));
+    let fault = Arc::new(crate::member::FaultMember::new(inner));
+    let m = MirrorBackup::create(fault.clone(), UUID, 64, 0).unwrap();
+    let voided = Arc::new(StdMutex::new(false));
+    let v2 = voided.clone();
+    let spec = WbSpec {
+        capacity_pages: 32,
+        order: OrderKind::Lrw,
+        high_pct: 50.0,
+        low_pct: 10.0,
+        max_destages: 2,
+    };
+    let wb = Arc::new(
+        WriteBack::new(Arc::new(c), spec, BackupKind::Mirror, Some(Box::new(m)))
+            .unwrap()
+            .with_void_hook(Box::new(move |_| {
+                // A slow marker write: the window the bug answered in.
+                std::thread::sleep(Duration::from_millis(300));
+                *v2.lock().unwrap() = true;
+                Ok(())
+            })),
+    );
+    let t = wb.spawn_destager();
+    wb.write(3 * BLOCK as u64, &pattern(1, BLOCK), false).unwrap();
+    wb.drain_all().unwrap();
+    fault.fail_now();
+    wb.write(3 * BLOCK as u64, &pattern(2, BLOCK), false).unwrap();
+    assert!(
+        *voided.lock().unwrap(),
+        "answered before the backup's older record of the page was voided"
+    );
+    wb.stop();
+    t.join().unwrap();
+}

@@ -15,8 +15,8 @@ pub(crate) struct Run {
     pub(crate) mat: Materialiser,
     pub(crate) events: Vec<Event>,
     pub(crate) model: Model,
-    /// Where the lost backup was voided by its marker file, and its epoch.
-    pub(crate) voided: Option<(usize, u64)>,
+    /// Where a lost backup was voided by its marker file, and its epoch (each time).
+    pub(crate) voided: Vec<(usize, u64)>,
     /// Where the operator failed the backup device.
     pub(crate) lost_at: Option<usize>,
     /// The operator failed a member (or made one fail its I/O) during the run.
@@ -35,7 +35,7 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
         lost_at,
         ..
     } = run;
-    let (voided, lost_at) = (*voided, *lost_at);
+    let lost_at = *lost_at;
     let mut draw = thread_rng();
     // Cut 0 comes before the prefill's reply (the prefill is in the starting images).
     let states: Vec<CrashState> = crash::crash_states(events, 1, &mut || draw.gen::<u64>())
@@ -59,10 +59,9 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
         mat.write(events, s).expect("materialise a crash state");
         write_record(&fx.dir.0, cfg.mode, &fx.backup, fx.backup_bytes);
         let void = fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE);
-        match voided {
-            Some((at, epoch)) if at < s.cut => {
-                std::fs::write(&void, format!("{epoch}\n")).expect("void marker")
-            }
+        // The marker as the latest void before the cut left it.
+        match voided.iter().rev().find(|(at, _)| *at < s.cut) {
+            Some((_, epoch)) => std::fs::write(&void, format!("{epoch}\n")).expect("void marker"),
             _ => {
                 let _ = std::fs::remove_file(&void);
             }
@@ -105,6 +104,13 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
                 .filter(|(_, e)| matches!(e, Event::Sync { member } if *member == backup))
                 .map(|(i, _)| i)
                 .collect();
+            if std::env::var_os("RAIDLAB_SCHED_TRACE").is_some() {
+                dump(fx, events, s.cut);
+                eprintln!("backup lost at {lost_at:?}, voided {voided:?}");
+                for (i, o) in model.ops.iter().enumerate() {
+                    eprintln!("call {} {:?} [{}, {}]", i + 1, o.kind, o.start, o.ack);
+                }
+            }
             fail(format!(
                 "{at}: blocks lost or stale: {:?}; calls on block {lba}: {ops:?}; backup syncs at {syncs:?}",
                 &o.bad[..o.bad.len().min(4)]
@@ -130,5 +136,28 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
                 && !unbacked
                 && (!o.bad.is_empty() || !o.mismatch_rows_lost.is_empty()),
         );
+    }
+}
+
+/// The run's history, one line per event, for a failure being investigated
+/// (`RAIDLAB_SCHED_TRACE=1`).
+fn dump(fx: &Fixture, events: &[Event], cut: usize) {
+    for (i, e) in events.iter().enumerate() {
+        let mark = if i == cut { "--- cut ---\n" } else { "" };
+        let line = match e {
+            Event::Write {
+                member,
+                offset,
+                data,
+            } => format!(
+                "write {} @{offset} +{} [{:02x?}]",
+                fx.paths[*member].display(),
+                data.len(),
+                &data[..data.len().min(8)]
+            ),
+            Event::Sync { member } => format!("sync {}", fx.paths[*member].display()),
+            Event::Ack { id } => format!("ack {id}"),
+        };
+        eprintln!("{mark}{i:5} {line}");
     }
 }

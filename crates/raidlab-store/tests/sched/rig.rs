@@ -401,7 +401,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         let _ = ctl.rebuild_step(2);
     }
     let mut backup_fault: Option<Arc<FaultMember>> = None;
-    let void_at: Arc<StdMutex<Option<(usize, u64)>>> = Arc::new(StdMutex::new(None));
+    let void_at: Arc<StdMutex<Vec<(usize, u64)>>> = Arc::new(StdMutex::new(Vec::new()));
     let _ = std::fs::remove_file(fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE));
     let wb = match cfg.mode {
         Mode::Through => None,
@@ -448,7 +448,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
             // (its position in the history is kept, for the crash states).
             let (dir, vj, va) = (fx.dir.0.clone(), j.clone(), void_at.clone());
             let hook = Box::new(move |epoch: u64| {
-                *va.lock().expect("void") = Some((crash::position(&vj), epoch));
+                va.lock().expect("void").push((crash::position(&vj), epoch));
                 std::fs::write(
                     dir.join(raidlab_store::wb::setup::VOID_FILE),
                     format!("{epoch}\n"),
@@ -586,7 +586,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         t.calls += model.ops.len() as u64;
         t.histories.insert(h.finish());
     }
-    let voided = *void_at.lock().expect("void");
+    let voided = void_at.lock().expect("void").clone();
     let run = crate::recover::Run {
         mat,
         events,
