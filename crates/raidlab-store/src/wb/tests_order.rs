@@ -269,10 +269,12 @@ fn a_write_drained_after_the_backup_fails_is_answered_after_the_void() {
             })),
     );
     let t = wb.spawn_destager();
-    wb.write(3 * BLOCK as u64, &pattern(1, BLOCK), false).unwrap();
+    wb.write(3 * BLOCK as u64, &pattern(1, BLOCK), false)
+        .unwrap();
     wb.drain_all().unwrap();
     fault.fail_now();
-    wb.write(3 * BLOCK as u64, &pattern(2, BLOCK), false).unwrap();
+    wb.write(3 * BLOCK as u64, &pattern(2, BLOCK), false)
+        .unwrap();
     assert!(
         *voided.lock().unwrap(),
         "answered before the backup's older record of the page was voided"

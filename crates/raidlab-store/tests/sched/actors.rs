@@ -8,19 +8,43 @@ use raidlab_store::member::{FaultMember, FileMember, Member};
 use raidlab_store::sync::{thread, Arc};
 use shuttle::rand::{thread_rng, Rng};
 
-use crate::rig::{fail, Ctx, Start};
+use crate::rig::{fail, Ctx, Focus, Start};
 
 pub(crate) fn client(ctx: &Ctx) {
     let mut rng = thread_rng();
     for _ in 0..ctx.cfg.ops {
-        let count = rng.gen_range(1..=6u64).min(ctx.blocks);
-        let first = rng.gen_range(0..=ctx.blocks - count);
-        match rng.gen_range(0..100u32) {
-            0..=49 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, false),
-            50..=57 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, true),
-            58..=79 => ctx.do_read(first, count),
-            _ => ctx.do_flush(),
+        let (count, first) = if ctx.cfg.focus == Focus::HotPages {
+            let count = rng.gen_range(1..=2u64);
+            (count, rng.gen_range(0..=HOT_PAGES - count))
+        } else {
+            let count = rng.gen_range(1..=6u64).min(ctx.blocks);
+            (count, rng.gen_range(0..=ctx.blocks - count))
+        };
+        match ctx.cfg.focus {
+            Focus::HotPages => match rng.gen_range(0..10u32) {
+                0..=7 => ctx.do_write(first, count, false, false),
+                8 => ctx.do_read(first, count),
+                _ => ctx.do_flush(),
+            },
+            Focus::LostBackup => match rng.gen_range(0..10u32) {
+                0..=4 => ctx.do_write(first, count, false, false),
+                5 => ctx.do_read(first, count),
+                _ => ctx.do_flush(),
+            },
+            _ => mix(ctx, &mut rng, first, count),
         }
+    }
+}
+
+/// Pages the hot-page runs write (a fraction of the cache, a few rows).
+const HOT_PAGES: u64 = 6;
+
+fn mix(ctx: &Ctx, rng: &mut impl Rng, first: u64, count: u64) {
+    match rng.gen_range(0..100u32) {
+        0..=49 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, false),
+        50..=57 => ctx.do_write(first, count, rng.gen_range(0..10u32) < 3, true),
+        58..=79 => ctx.do_read(first, count),
+        _ => ctx.do_flush(),
     }
 }
 
@@ -43,6 +67,32 @@ pub(crate) fn operator(
     let mut gone: Vec<usize> = Vec::new();
     if ctx.cfg.start != Start::Healthy {
         gone.push(1);
+    }
+    match ctx.cfg.focus {
+        Focus::LostBackup => lose_backup(ctx),
+        Focus::ReplacementFails => {
+            // Let the rebuild get some units in flight first.
+            for _ in 0..rng.gen_range(0..24u32) {
+                thread::yield_now();
+            }
+            let states = ctx.ctl.slot_states();
+            if let Some(slot) = states
+                .iter()
+                .position(|s| matches!(s, SlotState::Recovering { .. }))
+            {
+                ctx.failed_during
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                if rng.gen_bool(0.5) {
+                    first_spare.fail_now();
+                    spare_failing = true;
+                } else if let Err(e) = ctx.ctl.fail_member(slot as u32, "failed by ctl") {
+                    fail(format!(
+                        "ctl fail {slot} of the replacement killed the array: {e}"
+                    ));
+                }
+            }
+        }
+        _ => {}
     }
     for _ in 0..3 {
         match rng.gen_range(0..8u32) {
@@ -115,18 +165,7 @@ pub(crate) fn operator(
                     ));
                 }
             }
-            4 if ctx.backup_fault.is_some() && rng.gen_bool(0.3) => {
-                // The backup device dies: writes after this are the NBD contract's.
-                ctx.backup_lost
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
-                ctx.lost_at
-                    .lock()
-                    .expect("lost")
-                    .get_or_insert(crash::position(&ctx.j));
-                if let Some(f) = &ctx.backup_fault {
-                    f.fail_now();
-                }
-            }
+            4 if ctx.backup_fault.is_some() && rng.gen_bool(0.3) => lose_backup(ctx),
             4 => {
                 let r = ctx.ctl.check();
                 if r.mismatches > 0 {
@@ -147,4 +186,18 @@ pub(crate) fn operator(
         }
         thread::yield_now();
     }
+}
+
+/// The backup device dies: writes after this are the NBD contract's.
+fn lose_backup(ctx: &Ctx) {
+    let Some(f) = &ctx.backup_fault else {
+        return;
+    };
+    ctx.backup_lost
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    ctx.lost_at
+        .lock()
+        .expect("lost")
+        .get_or_insert(crash::position(&ctx.j));
+    f.fail_now();
 }

@@ -7,7 +7,7 @@ use raidlab_store::crash::{self, check::recover_and_check, CrashState, Event, Ma
 use raidlab_store::model::{Model, OpKind};
 use shuttle::rand::{thread_rng, Rng};
 
-use crate::rig::{fail, write_record, Cfg, Fixture, Tally, ROWS};
+use crate::rig::{fail, write_record, Cfg, Fixture, Focus, Tally, ROWS};
 
 /// What a finished run leaves for its crash states.
 pub(crate) struct Run {
@@ -50,12 +50,23 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
         .iter()
         .filter(|s| s.kind == "none" && s.cut > 0 && matches!(events[s.cut - 1], Event::Ack { .. }))
         .collect();
-    for _ in 0..cfg.crashes {
-        let s = if !after_reply.is_empty() && rng.gen_bool(0.5) {
-            after_reply[rng.gen_range(0..after_reply.len())]
-        } else {
-            &states[rng.gen_range(0..states.len())]
-        };
+    let mut chosen: Vec<&CrashState> = (0..cfg.crashes)
+        .map(|_| {
+            if !after_reply.is_empty() && rng.gen_bool(0.5) {
+                after_reply[rng.gen_range(0..after_reply.len())]
+            } else {
+                &states[rng.gen_range(0..states.len())]
+            }
+        })
+        .collect();
+    if cfg.focus == Focus::LostBackup {
+        // Just after every FLUSH reply, nothing in flight landing.
+        chosen.extend(after_reply.iter().copied().filter(|s| {
+            matches!(events[s.cut - 1], Event::Ack { id }
+                if id > 0 && matches!(model.ops[id as usize - 1].kind, OpKind::Flush))
+        }));
+    }
+    for s in chosen {
         mat.write(events, s).expect("materialise a crash state");
         write_record(&fx.dir.0, cfg.mode, &fx.backup, fx.backup_bytes);
         let void = fx.dir.0.join(raidlab_store::wb::setup::VOID_FILE);

@@ -53,6 +53,23 @@ pub enum Start {
     Rebuilding,
 }
 
+/// What a configuration's runs concentrate on. The general mix finds most bugs in a few
+/// hundred runs; the narrow windows of some need their ingredients every run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// Writes, zeroes, reads and FLUSHes anywhere; the operator's commands at random.
+    Mix,
+    /// Writes to a few pages over and over while the destager runs, so versions of one
+    /// page are cached, destaged and released together (images, records and clears).
+    HotPages,
+    /// The backup device fails first: writes go through and FLUSHes race each other; a
+    /// crash state is cut just after every FLUSH reply.
+    LostBackup,
+    /// The replacement being rebuilt fails soon after the start, so a second rebuild
+    /// races the first one's late units.
+    ReplacementFails,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Cfg {
     pub level: Level,
@@ -64,6 +81,7 @@ pub struct Cfg {
     pub clients: u32,
     /// Crash states cut from each run's history and recovered.
     pub crashes: u32,
+    pub focus: Focus,
 }
 
 impl Cfg {
