@@ -49,8 +49,8 @@ def _program(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _records(log: str) -> list[str]:
-    """The log's lines but those of call sites in the controller and the write cache not
-    yet converted to the log macros (``raidlab serve: ...``)."""
+    """The log's records: every line but the one saying where the server listens
+    (``raidlab serve: ... accepting connections``, for scripts that wait for it)."""
     return [line for line in log.splitlines() if line.strip() and not line.startswith("raidlab serve: ")]
 
 

@@ -20,25 +20,23 @@
 //! ```ignore
 //! crate::warn!("writing the write-intent bitmap failed: {e}");
 //! crate::warn!(
-//!     { "event": "member_failed", "slot": slot, "device": name, "error": why },
+//!     { "slot": slot, "device": name, "error": why },
 //!     "member {name} (slot {slot}) failed: {why}; serving degraded"
 //! );
-//! crate::info!({ "event": "rebuild_start", "slot": slot, "device": spare.path() },
-//!     "rebuilding slot {slot} onto {} ({} order)", spare.path(), order);
+//! crate::info!({ "event": "ClientConnected", "conn": id, "peer": peer },
+//!     "client {id} connected from {peer}");
 //! ```
 //!
 //! Conventions: the message reads on its own, without the fields (text mode prints both);
-//! an `"event"` field names what happened in snake case (`member_failed`, `rebuild_start`,
-//! `rebuild_end`, `resync_done`, `check_done`, `backup_lost`, `backup_restored`,
-//! `client_connect`, `client_disconnect`) so JSON consumers can select records without
-//! parsing messages; an OS error goes in an `"error"` field as its text. Levels: `error`
+//! an `"event"` field marks the records of the event stream (`events.rs`: the names
+//! `mdadm --monitor` uses, `Fail`, `RebuildStarted`, `DegradedArray`, ..., and the
+//! server's own such as `ClientConnected`), so JSON consumers select records without
+//! parsing messages; other records carry fields but no `"event"`. An OS error goes in an
+//! `"error"` field as its text. Levels: `error`
 //! for what loses data or fails the array, `warn` for what an operator should look at
 //! (a failed member, a degraded start, a lost backup), `info` for the normal course of
 //! things (start, stop, rebuild progress, client connections), `debug` for detail.
 //!
-//! Converting an old `eprintln!("raidlab serve: warning: ...")` call: drop the
-//! `raidlab serve: ` prefix and the `warning: ` word, and use `crate::warn!`; plain
-//! `raidlab serve: ...` lines become `crate::info!`.
 
 use std::io::Write;
 use std::sync::OnceLock;

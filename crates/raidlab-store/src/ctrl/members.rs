@@ -40,7 +40,7 @@ impl Controller {
             return;
         };
         if let Some(m) = &e.other {
-            eprintln!("raidlab serve: warning: writing superblocks failed: {m}");
+            crate::warn!({ "error": m }, "writing superblocks failed: {m}");
         }
         // md fails a member whose superblock write fails: its metadata no longer follows
         // the array's. The new state is persisted again (bounded: each round takes out at
@@ -66,8 +66,9 @@ impl Controller {
         }
         if let Some(i) = st.spares.iter().position(|d| Arc::ptr_eq(d, dev)) {
             let d = st.spares.remove(i);
-            eprintln!(
-                "raidlab serve: spare {} failed ({why}); no longer a spare",
+            crate::warn!(
+                { "device": d.path(), "error": why },
+                "spare {} failed ({why}); no longer a spare",
                 d.path()
             );
             st.faulty.push(d);
@@ -81,7 +82,7 @@ impl Controller {
     /// bitmap no longer says which rows to resync. `Err` when the array cannot survive it.
     pub(crate) fn fail_meta_devices(&self, e: &MetaError) -> Result<(), IoFail> {
         if let Some(m) = &e.other {
-            eprintln!("raidlab serve: warning: writing the write-intent bitmap failed: {m}");
+            crate::warn!({ "error": m }, "writing the write-intent bitmap failed: {m}");
         }
         let mut st = self.write_state();
         let mut changed = false;
@@ -189,8 +190,9 @@ impl Controller {
             if let Ok(mut job) = self.rebuild.lock() {
                 *job = None;
             }
-            eprintln!(
-                "raidlab serve: replacement {name} in slot {slot} failed ({why}); rebuild stopped"
+            crate::warn!(
+                { "slot": slot, "device": name, "error": why },
+                "replacement {name} in slot {slot} failed ({why}); rebuild stopped"
             );
             return (true, Ok(()));
         }
@@ -203,8 +205,9 @@ impl Controller {
                     st.faulty.push(dev);
                     st.faulty_slots.push(slot);
                 }
-                eprintln!(
-                    "raidlab serve: member {name} (slot {slot}) failed: {why}; serving degraded"
+                crate::warn!(
+                    { "slot": slot, "device": name, "error": why },
+                    "member {name} (slot {slot}) failed: {why}; serving degraded"
                 );
                 (true, Ok(()))
             }
@@ -213,7 +216,7 @@ impl Controller {
                     "member {name} (slot {slot}) failed ({why}) and {} cannot survive it: array failed",
                     self.shape.level.name()
                 );
-                eprintln!("raidlab serve: {msg}");
+                crate::error!("{msg}");
                 st.dead = Some(msg.clone());
                 (true, Err(IoFail::Failed(msg)))
             }

@@ -129,8 +129,9 @@ impl Controller {
             st.spares.insert(0, spare);
             return false;
         }
-        eprintln!(
-            "raidlab serve: rebuilding slot {slot} onto {} ({} order)",
+        crate::info!(
+            { "slot": slot, "device": spare.path() },
+            "rebuilding slot {slot} onto {} ({} order)",
             spare.path(),
             self.opts.rebuild_order.name()
         );
@@ -253,7 +254,7 @@ impl Controller {
             .as_ref()
             .map(|d| d.path().to_string())
             .unwrap_or_default();
-        eprintln!("raidlab serve: rebuild of slot {slot} onto {name} complete");
+        crate::info!({ "slot": slot, "device": name }, "rebuild of slot {slot} onto {name} complete");
         self.persist(&mut st);
         drop(st);
         self.maybe_start_rebuild();

@@ -412,7 +412,9 @@ impl Server {
             next_id += 1;
             match start_connection(&shared, stream, next_id) {
                 Ok(live) => conns.push(live),
-                Err(e) => eprintln!("nbd: cannot serve a connection: {e}"),
+                Err(e) => {
+                    crate::warn!({ "error": e.to_string() }, "nbd: cannot serve a connection: {e}")
+                }
             }
         }
         // Drain: end every reader (a shut-down read side reads as end of stream); each waits
@@ -557,7 +559,7 @@ fn shutdown_workers(shared: &Shared, workers: Vec<JoinHandle<()>>) {
 /// A connection's thread: handshake, read requests until the client leaves, drain, close.
 fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
     if shared.debug {
-        eprintln!("nbd: connection {} open", conn.id);
+        crate::info!("nbd: connection {} open", conn.id);
     }
     let peer = match &stream {
         Stream::Tcp(s) => s
@@ -591,7 +593,7 @@ fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
             Ok(()) => "closed".to_string(),
             Err(e) => format!("closed: {e}"),
         };
-        eprintln!(
+        crate::info!(
             "nbd: connection {} {how} ({} requests, {} errors)",
             conn.id,
             conn.requests.load(Ordering::Relaxed),

@@ -204,7 +204,7 @@ pub struct WriteBack {
 
 /// A write-back problem shown to the operator.
 fn warn(msg: &str) {
-    eprintln!("raidlab serve: warning: {msg}");
+    crate::warn!("{msg}");
 }
 
 impl WriteBack {

@@ -363,7 +363,7 @@ pub fn start(
             }
             Ok(None) => {}
             Err(e) if discard => {
-                eprintln!("raidlab serve: warning: --backup-discard: not replaying the write-cache backup ({e})");
+                crate::warn!("--backup-discard: not replaying the write-cache backup ({e})");
             }
             Err(e) => {
                 return Err(Error::Store {
@@ -389,8 +389,8 @@ pub fn start(
     {
         // The failed member held a leg: RAPID falls back to another backup until the array
         // is whole again.
-        eprintln!(
-            "raidlab serve: warning: a logical log needs a leg on every member and the array is degraded; backing the write cache up with a mirror file ({}) until it is whole",
+        crate::warn!(
+            "a logical log needs a leg on every member and the array is degraded; backing the write cache up with a mirror file ({}) until it is whole",
             dir.join("wb-mirror.img").display()
         );
         kind = BackupKind::Mirror;
