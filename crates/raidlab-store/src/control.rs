@@ -30,7 +30,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -47,6 +47,9 @@ pub const SOCKET_NAME: &str = "control.sock";
 const LINE_BYTES_MAX: u64 = 64 * 1024;
 /// Control connections served at once (more are refused with an error line).
 const CONNECTIONS_MAX: usize = 8;
+/// A connection that sends no whole request for this long is closed (its slot freed);
+/// `ctl watch` connections are exempt once watching.
+pub const IDLE_MAX: Duration = Duration::from_secs(60);
 
 /// What the control socket needs of its server besides the controller.
 #[derive(Debug, Default)]
@@ -60,6 +63,8 @@ pub struct Served {
     pub events: Arc<Bus>,
     /// The check or repair job running, or the last one.
     pub checks: Arc<Checks>,
+    /// How long a connection may idle before it is closed (`None`: [`IDLE_MAX`]).
+    pub idle_max: Option<Duration>,
 }
 
 /// What `ctl status` shows: the controller's status and the last check job.
@@ -159,10 +164,16 @@ fn serve_conn(
     };
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
+    let idle_max = served.idle_max.unwrap_or(IDLE_MAX);
+    let mut since = Instant::now();
     while !stop.load(Ordering::SeqCst) {
-        line.clear();
-        match (&mut reader).take(LINE_BYTES_MAX).read_line(&mut line) {
-            Ok(0) => return,
+        // A line may arrive in pieces across timeouts: what was read stays in `line`.
+        let room = LINE_BYTES_MAX.saturating_sub(line.len() as u64).max(1);
+        let mut last = false;
+        match (&mut reader).take(room).read_line(&mut line) {
+            Ok(0) if line.is_empty() => return,
+            // End of stream after a request without its newline: answer it, then close.
+            Ok(0) => last = true,
             Ok(_) => {}
             Err(e)
                 if matches!(
@@ -170,17 +181,29 @@ fn serve_conn(
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
+                if since.elapsed() >= idle_max {
+                    let _ = writeln!(
+                        out,
+                        "{}",
+                        json!({"ok": false, "error": format!("no request for {} s: connection closed", idle_max.as_secs_f64())})
+                    );
+                    return;
+                }
                 continue;
             }
             Err(_) => return,
         }
-        if !line.ends_with('\n') && line.len() as u64 >= LINE_BYTES_MAX {
-            let _ = writeln!(
-                out,
-                "{}",
-                json!({"ok": false, "error": "request line too long"})
-            );
-            return;
+        if !line.ends_with('\n') && !last {
+            if line.len() as u64 >= LINE_BYTES_MAX {
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    json!({"ok": false, "error": "request line too long"})
+                );
+                return;
+            }
+            // More to come (or the end of stream, seen by the next read).
+            continue;
         }
         let reply = match serde_json::from_str::<Value>(line.trim()) {
             Ok(req) if req.get("cmd").and_then(Value::as_str) == Some("watch") => {
@@ -190,7 +213,9 @@ fn serve_conn(
             Ok(req) => handle_waiting(&req, dir, ctl, served, stop),
             Err(e) => json!({"ok": false, "error": format!("not a JSON request: {e}")}),
         };
-        if writeln!(out, "{reply}").is_err() {
+        line.clear();
+        since = Instant::now();
+        if writeln!(out, "{reply}").is_err() || last {
             return;
         }
     }
@@ -507,6 +532,45 @@ pub fn request(dir: &Path, req: &Value) -> raidlab::Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Idle connections are closed, so eight silent clients cannot hold every slot.
+    #[test]
+    fn idle_connections_are_closed_and_free_their_slots() {
+        let dir = std::env::temp_dir().join(format!("raidlab-ctl-idle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sh = shape(Level::Raid5, 4, 4);
+        let m = mem_members(&sh, "d", 4);
+        let (c, _) = controller(&sh, &m, Default::default());
+        let ctl = Arc::new(c);
+        let stop = Arc::new(AtomicBool::new(false));
+        let listener = bind(&dir).unwrap();
+        let served = Arc::new(Served {
+            idle_max: Some(Duration::from_millis(600)),
+            ..Default::default()
+        });
+        let t = {
+            let (dir, ctl, stop) = (dir.clone(), ctl.clone(), stop.clone());
+            std::thread::spawn(move || run(listener, dir, ctl, stop, served))
+        };
+        let silent: Vec<UnixStream> = (0..CONNECTIONS_MAX)
+            .map(|_| UnixStream::connect(socket_path(&dir)).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let r = request(&dir, &json!({"cmd": "status"})).unwrap();
+        assert_eq!(r["error"], "too many control connections", "{r}");
+        // Each silent one is told why and closed; then a client gets in again.
+        for s in silent {
+            let mut l = String::new();
+            BufReader::new(s).read_line(&mut l).unwrap();
+            assert!(l.contains("no request for"), "{l}");
+        }
+        let r = request(&dir, &json!({"cmd": "status"})).unwrap();
+        assert_eq!(r["state"], "active", "{r}");
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     use crate::ctrl::tests::{controller, mem_members, shape};
     use raidlab::array::Level;
 
@@ -564,6 +628,14 @@ mod tests {
             (Some(true), Some(0))
         );
         assert_eq!(ask(json!({"cmd": "fail", "slot": 1}))["state"], "degraded");
+        // A request sent in pieces, with pauses longer than the read timeout, is one request.
+        let mut s = UnixStream::connect(socket_path(&dir)).unwrap();
+        s.write_all(br#"{"cmd": "#).unwrap();
+        std::thread::sleep(Duration::from_millis(450));
+        s.write_all(b"\"status\"}\n").unwrap();
+        let mut lines = BufReader::new(s).lines();
+        let r: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert_eq!(r["state"], "degraded", "{r}");
         stop.store(true, Ordering::SeqCst);
         t.join().unwrap();
         assert!(

@@ -463,6 +463,7 @@ pub fn serve(
         read_only: opts.read_only,
         events: bus.clone(),
         checks: checks.clone(),
+        idle_max: None,
     });
     for w in &a.warnings {
         crate::warn!({ "event": "AssemblyWarning" }, "{w}");
