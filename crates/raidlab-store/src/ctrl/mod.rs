@@ -251,12 +251,22 @@ impl Default for Options {
     }
 }
 
-/// Per-slot counters of data-area I/O in blocks (metadata I/O is not counted).
+/// Counters of data-area I/O in blocks (metadata I/O is not counted) of the device in a
+/// slot: reset when another device takes the slot, so a replacement starts from zero.
 #[derive(Default)]
 pub struct SlotCounters {
     pub read_blocks: AtomicU64,
     pub write_blocks: AtomicU64,
     pub errors: AtomicU64,
+}
+
+impl SlotCounters {
+    /// A new device in the slot (I/O of the old one still in flight may land after).
+    pub fn reset(&self) {
+        self.read_blocks.store(0, Ordering::Relaxed);
+        self.write_blocks.store(0, Ordering::Relaxed);
+        self.errors.store(0, Ordering::Relaxed);
+    }
 }
 
 pub(crate) struct State {

@@ -136,6 +136,7 @@ impl Controller {
             self.opts.rebuild_order.name()
         );
         st.devs[slot as usize] = Some(spare);
+        self.counters[slot as usize].reset();
         self.persist(&mut st);
         drop(st);
         let job = self.new_job(slot, 0);

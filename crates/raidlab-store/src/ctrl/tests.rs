@@ -147,6 +147,9 @@ fn degraded_reads_and_writes_then_rebuild_onto_a_spare() {
         let (c, rec) = controller(&sh, &m, Options::default());
         let mut model = vec![0u8; c.size_bytes() as usize];
         scribble(&c, &mut model, 1);
+        assert_eq!(read_all(&c), model, "{level:?} healthy read");
+        let old_reads = c.counters()[1].read_blocks.load(Ordering::Relaxed);
+        assert!(old_reads > 0, "{level:?}: slot 1 served reads");
         c.fail_member(1, "test").unwrap();
         assert_eq!(read_all(&c), model, "{level:?} degraded read");
         scribble(&c, &mut model, 2);
@@ -162,6 +165,11 @@ fn degraded_reads_and_writes_then_rebuild_onto_a_spare() {
             c.array_state(),
             raidlab::array::ArrayState::Normal,
             "{level:?}"
+        );
+        assert_eq!(
+            c.counters()[1].read_blocks.load(Ordering::Relaxed),
+            0,
+            "{level:?}: the replacement's counters are its own, not the failed member's"
         );
         assert_eq!(read_all(&c), model, "{level:?} after rebuild");
         assert_eq!(c.check().mismatches, 0, "{level:?}");

@@ -179,6 +179,8 @@ pub struct WbCounters {
     pub room_waits: AtomicU64,
     pub flushes: AtomicU64,
     pub images: AtomicU64,
+    /// Of those, taken after a member failed during a destage's writes.
+    pub late_images: AtomicU64,
 }
 
 /// The write-back cache in front of a controller.
@@ -357,6 +359,7 @@ impl WriteBack {
             "write_through_pages": c.write_through_pages.load(Ordering::Relaxed),
             "room_waits": c.room_waits.load(Ordering::Relaxed),
             "images": c.images.load(Ordering::Relaxed),
+            "late_images": c.late_images.load(Ordering::Relaxed),
             "backup_stats": self.backup.as_ref().map(|b| {
                 let b = b.stats();
                 json!({"records": b.records, "commits": b.commits, "bytes_written": b.bytes_written,
