@@ -139,6 +139,14 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
                 o.mismatch_rows_lost
             ));
         }
+        if cfg.mode.backed()
+            && !unbacked
+            && !o.bad.is_empty()
+            && std::env::var_os("RAIDLAB_SCHED_TRACE_HOLES").is_some()
+        {
+            dump(fx, events, s.cut);
+            eprintln!("HOLE {at}: {:?}", &o.bad[..o.bad.len().min(4)]);
+        }
         let mut t = tally.lock().expect("tally");
         t.crash_states += 1;
         t.hole_states += u64::from(!o.bad.is_empty() || !o.mismatch_rows_lost.is_empty());
