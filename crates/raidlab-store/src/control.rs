@@ -533,17 +533,24 @@ pub fn request(dir: &Path, req: &Value) -> raidlab::Result<Value> {
 mod tests {
     use super::*;
 
-    /// Idle connections are closed, so eight silent clients cannot hold every slot.
-    #[test]
-    fn idle_connections_are_closed_and_free_their_slots() {
-        let dir = std::env::temp_dir().join(format!("raidlab-ctl-idle-{}", std::process::id()));
+    use crate::ctrl::tests::{controller, mem_members, shape};
+    use raidlab::array::Level;
+
+    /// A scratch directory, a RAID-5 of 4 in memory, the stop flag and the bound socket.
+    fn rig(tag: &str) -> (PathBuf, Arc<Controller>, Arc<AtomicBool>, UnixListener) {
+        let dir = std::env::temp_dir().join(format!("raidlab-ctl-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let sh = shape(Level::Raid5, 4, 4);
         let m = mem_members(&sh, "d", 4);
         let (c, _) = controller(&sh, &m, Default::default());
-        let ctl = Arc::new(c);
-        let stop = Arc::new(AtomicBool::new(false));
         let listener = bind(&dir).unwrap();
+        (dir, Arc::new(c), Arc::new(AtomicBool::new(false)), listener)
+    }
+
+    /// Idle connections are closed, so eight silent clients cannot hold every slot.
+    #[test]
+    fn idle_connections_are_closed_and_free_their_slots() {
+        let (dir, ctl, stop, listener) = rig("idle");
         let served = Arc::new(Served {
             idle_max: Some(Duration::from_millis(600)),
             ..Default::default()
@@ -571,19 +578,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    use crate::ctrl::tests::{controller, mem_members, shape};
-    use raidlab::array::Level;
-
     #[test]
     fn bad_requests_get_error_replies_and_the_socket_keeps_serving() {
-        let dir = std::env::temp_dir().join(format!("raidlab-ctl-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sh = shape(Level::Raid5, 4, 4);
-        let m = mem_members(&sh, "d", 4);
-        let (c, _) = controller(&sh, &m, Default::default());
-        let ctl = Arc::new(c);
-        let stop = Arc::new(AtomicBool::new(false));
-        let listener = bind(&dir).unwrap();
+        let (dir, ctl, stop, listener) = rig("bad");
         assert!(
             bind(&dir).is_err(),
             "a second server on the same directory is refused"
