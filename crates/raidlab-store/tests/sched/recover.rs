@@ -169,14 +169,33 @@ fn dump(fx: &Fixture, events: &[Event], cut: usize) {
                 offset,
                 data,
             } => format!(
-                "write {} @{offset} +{} [{:02x?}]",
+                "write {} @{offset} +{} [{:02x?}]{}",
                 fx.paths[*member].display(),
                 data.len(),
-                &data[..data.len().min(8)]
+                &data[..data.len().min(8)],
+                log_batch(data)
             ),
             Event::Sync { member } => format!("sync {}", fx.paths[*member].display()),
             Event::Ack { id } => format!("ack {id}"),
         };
         eprintln!("{mark}{i:5} {line}");
     }
+}
+
+/// A log backup's batch header, decoded for the trace: each record's page, sequence and kind
+/// (the layout of `wb::format`'s batch: count at 4, 24-byte entries from 40).
+fn log_batch(data: &[u8]) -> String {
+    if data.len() < 4096 || &data[..4] != b"RLLB" {
+        return String::new();
+    }
+    let n = u32::from_le_bytes(data[4..8].try_into().expect("4 bytes")) as usize;
+    let recs: Vec<String> = (0..n.min(100))
+        .map(|i| {
+            let at = 40 + i * 24;
+            let lba = u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"));
+            let seq = u64::from_le_bytes(data[at + 8..at + 16].try_into().expect("8 bytes"));
+            format!("{lba}#{seq}:{}", data[at + 20])
+        })
+        .collect();
+    format!(" records {}", recs.join(" "))
 }
