@@ -82,7 +82,7 @@ pub(crate) fn operator(
             {
                 ctx.failed_during
                     .store(true, std::sync::atomic::Ordering::SeqCst);
-                if rng.gen_bool(0.5) {
+                if rng.gen_bool(0.5) && holds(ctx, slot, first_spare) {
                     first_spare.fail_now();
                     spare_failing = true;
                 } else if let Err(e) = ctx.ctl.fail_member(slot as u32, "failed by ctl") {
@@ -120,9 +120,10 @@ pub(crate) fn operator(
                     ctx.failed_during
                         .store(true, std::sync::atomic::Ordering::SeqCst);
                 }
-                if replacement && rng.gen_bool(0.5) {
+                if replacement && rng.gen_bool(0.5) && holds(ctx, slot, first_spare) {
                     // The first replacement (spare 0) starts failing: its units in flight
-                    // fail late, after a rebuild onto spare 1 may have begun.
+                    // fail late, after a rebuild onto spare 1 may have begun. (Only while it
+                    // is the replacement: once rebuilt it may be the slot's last good copy.)
                     first_spare.fail_now();
                     spare_failing = true;
                 } else if replacement || survives {
@@ -200,4 +201,9 @@ fn lose_backup(ctx: &Ctx) {
         .expect("lost")
         .get_or_insert(crash::position(&ctx.j));
     f.fail_now();
+}
+
+/// Whether `dev` is the device in `slot` now.
+fn holds(ctx: &Ctx, slot: usize, dev: &FaultMember) -> bool {
+    ctx.ctl.status()["members"][slot]["path"].as_str() == Some(dev.path())
 }
