@@ -1,0 +1,333 @@
+//! `raidlab serve`'s options: what it was asked for, their defaults and checks, and the
+//! NBD server's bounds built from them.
+
+use super::*;
+
+/// What `raidlab serve` was asked for.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// "127.0.0.1:PORT", "[::1]:PORT" or "unix:PATH".
+    pub listen: String,
+    /// Read cache: policy and capacity in 4 KiB blocks.
+    pub cache: Option<(PolicySpec, u64)>,
+    pub rebuild_order: OrderSpec,
+    pub rebuild_rate: RateSpec,
+    /// NBD worker threads (None: the server's default).
+    pub workers: Option<usize>,
+    /// The write-back cache and its backup (None: writes go straight to the array).
+    pub wb: Option<WbOptions>,
+    /// Start even when the last run's write-cache backup cannot be read (its pages lost).
+    pub backup_discard: bool,
+    /// The NBD server's bounds against slow and hostile clients, and the minimum block.
+    pub limits: Limits,
+    /// Serve on an address other than loopback without `--tls require` (NBD has no other
+    /// protection).
+    pub insecure: bool,
+    /// TLS through NBD_OPT_STARTTLS (`--tls`, `--tls-certificates`, `--tls-verify-peer`).
+    pub tls: TlsOptions,
+    /// Start an array recorded failed, or with a stale member (md's `--assemble --force`).
+    pub force: bool,
+    /// Export read-only and write nothing to the members (no resync, rebuild, or superblock
+    /// update; `ctl` requests that change the array are refused).
+    pub read_only: bool,
+    /// The log's format and level (`--log-format`, `--log-level`).
+    pub log: crate::log::Config,
+    /// `--event-program PROG`: run as `PROG EVENT DIR [DEVICE]` for each event.
+    pub event_program: Option<events::Program>,
+}
+
+/// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR` and
+/// `--tls-verify-peer` (see `nbd::ServerTls::load` for the directory's files).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    pub mode: TlsMode,
+    pub certificates: Option<PathBuf>,
+    pub verify_peer: bool,
+}
+
+impl TlsOptions {
+    /// From the command line's words; a bad mode is a config error naming `--tls`.
+    pub fn parse(mode: &str, certificates: Option<&str>, verify_peer: bool) -> Result<Self> {
+        Ok(TlsOptions {
+            mode: TlsMode::parse(mode).map_err(|m| Error::config("--tls", m))?,
+            certificates: certificates.map(PathBuf::from),
+            verify_peer,
+        })
+    }
+
+    /// Load the certificates (None when TLS is off); a config error names the option and
+    /// the file at fault.
+    pub fn load(&self) -> Result<Option<ServerTls>> {
+        ServerTls::load(self.mode, self.certificates.as_deref(), self.verify_peer)
+            .map_err(|e| Error::config(e.option, e.to_string()))
+    }
+}
+
+/// The NBD limits `raidlab serve` uses unless told otherwise: those of the server, with
+/// sub-block requests accepted (1-byte minimum, read-modify-write below 4 KiB).
+pub fn default_limits() -> Limits {
+    Limits {
+        min_block: Some(1),
+        ..Limits::default()
+    }
+}
+
+/// Build the NBD limits from `serve`'s options; each bad value is a config error naming
+/// its option.
+pub fn nbd_limits(
+    min_block: u32,
+    handshake_timeout_s: f64,
+    idle_timeout_s: f64,
+    max_connections: usize,
+    payload_mib: u64,
+    conn_payload_mib: u64,
+    zero_piece_mib: u64,
+) -> Result<Limits> {
+    let secs = |v: f64, name: &str| {
+        if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(Error::config(
+                name,
+                format!("expected seconds in (0, 86400], got {v}"),
+            ))
+        }
+    };
+    let mib = |v: u64, name: &str, lo: u64, hi: u64| {
+        if (lo..=hi).contains(&v) {
+            Ok(v << 20)
+        } else {
+            Err(Error::config(
+                name,
+                format!("expected {lo} to {hi} MiB, got {v}"),
+            ))
+        }
+    };
+    if !min_block.is_power_of_two() || min_block > 1 << 16 {
+        return Err(Error::config(
+            "--min-block",
+            format!("expected a power of two from 1 to 65536 bytes, got {min_block}"),
+        ));
+    }
+    if !(1..=4096).contains(&max_connections) {
+        return Err(Error::config(
+            "--max-connections",
+            format!("expected 1 to 4096, got {max_connections}"),
+        ));
+    }
+    let payload = mib(payload_mib, "--payload-mib", 4, 1 << 16)?;
+    let conn_payload = mib(conn_payload_mib, "--conn-payload-mib", 1, 1 << 16)?;
+    if conn_payload > payload {
+        return Err(Error::config(
+            "--conn-payload-mib",
+            format!("{conn_payload_mib} MiB is more than --payload-mib {payload_mib} MiB"),
+        ));
+    }
+    let zero_piece = mib(zero_piece_mib, "--zero-piece-mib", 1, 1 << 12)?;
+    if !zero_piece_mib.is_power_of_two() {
+        return Err(Error::config(
+            "--zero-piece-mib",
+            format!("expected a power of two, got {zero_piece_mib}"),
+        ));
+    }
+    let limits = Limits {
+        handshake_timeout: secs(handshake_timeout_s, "--handshake-timeout")?,
+        idle_timeout: secs(idle_timeout_s, "--idle-timeout")?,
+        max_connections,
+        payload_budget: payload as usize,
+        conn_payload_budget: conn_payload as usize,
+        zero_piece,
+        min_block: Some(min_block),
+    };
+    // Everything was checked above; this keeps the two checks from drifting apart.
+    limits
+        .validate()
+        .map_err(|m| Error::config("--payload-mib", m))?;
+    Ok(limits)
+}
+
+/// A TCP listen address that is not loopback needs `--tls require` or `--insecure`.
+pub fn check_listen_secure(listen: &Listen, insecure: bool, tls: TlsMode) -> Result<()> {
+    match listen {
+        Listen::Tcp(addr)
+            if !addr.ip().is_loopback() && !insecure && tls != TlsMode::Require =>
+        {
+            Err(Error::config(
+                "--listen",
+                format!(
+                    "{addr} is not a loopback address: without --tls require, NBD traffic may be neither encrypted nor authenticated; pass --tls require (with --tls-certificates DIR), or --insecure to serve it anyway"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            listen: "127.0.0.1:10809".into(),
+            cache: None,
+            rebuild_order: OrderSpec::Sequential,
+            rebuild_rate: RateSpec::Full,
+            workers: None,
+            wb: None,
+            backup_discard: false,
+            limits: default_limits(),
+            insecure: false,
+            tls: TlsOptions::default(),
+            force: false,
+            read_only: false,
+            log: Default::default(),
+            event_program: None,
+        }
+    }
+}
+
+/// Read-cache policies the store does not run: DEMOTE and X-RAY need a host cache in front.
+const HOST_CACHE_POLICIES: &[&str] = &["demote", "xray"];
+
+/// Read-cache policies the store runs: every policy of the core but those.
+pub fn cache_policies() -> impl Iterator<Item = &'static str> {
+    PolicySpec::NAMES
+        .iter()
+        .copied()
+        .filter(|n| !HOST_CACHE_POLICIES.contains(n))
+}
+
+/// Largest read cache in MiB (frames are allocated up front).
+pub const CACHE_MIB_MAX: u64 = (crate::ctrl::cache::CAPACITY_BLOCKS_MAX * 4096) >> 20;
+
+impl ServeOptions {
+    /// Build from the command line's values; each bad value is a config error naming its
+    /// option.
+    pub fn parse(
+        listen: &str,
+        cache: Option<&str>,
+        cache_mib: Option<u64>,
+        rebuild_order: &str,
+        rebuild_min_kib_s: Option<u64>,
+        rebuild_max_kib_s: Option<u64>,
+    ) -> Result<ServeOptions> {
+        Listen::parse(listen).map_err(|m| Error::config("--listen", m))?;
+        let cache = match (cache, cache_mib) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(Error::config("--cache", "--cache-mib needs --cache POLICY"))
+            }
+            (Some(name), mib) => {
+                let spec = PolicySpec::from_name(name)
+                    .filter(|_| cache_policies().any(|p| p == name))
+                    .ok_or_else(|| {
+                        Error::config(
+                            "--cache",
+                            format!(
+                                "unknown policy {name:?}; expected one of {}",
+                                cache_policies().collect::<Vec<_>>().join(", ")
+                            ),
+                        )
+                    })?;
+                let mib = mib.unwrap_or(64);
+                if mib == 0 || mib > CACHE_MIB_MAX {
+                    return Err(Error::config(
+                        "--cache-mib",
+                        format!("expected 1 to {CACHE_MIB_MAX}, got {mib}"),
+                    ));
+                }
+                Some((spec, mib * 256))
+            }
+        };
+        let rebuild_order = match rebuild_order {
+            "sequential" => OrderSpec::Sequential,
+            "pro" => OrderSpec::Pro(Default::default()),
+            other => {
+                return Err(Error::config(
+                    "--rebuild-order",
+                    format!("unknown order {other:?}; expected sequential or pro"),
+                ))
+            }
+        };
+        let rebuild_rate = match (rebuild_min_kib_s, rebuild_max_kib_s) {
+            (None, None) => RateSpec::Full,
+            (min, max) => {
+                // md's defaults: speed_limit_min 1000 KiB/s, speed_limit_max 200000 KiB/s.
+                let (min, max) = (min.unwrap_or(1000), max.unwrap_or(200_000));
+                if min == 0 || max < min {
+                    return Err(Error::config(
+                        "--rebuild-max-kib",
+                        format!("expected 0 < min <= max, got min {min} and max {max} KiB/s"),
+                    ));
+                }
+                RateSpec::Md {
+                    min_bytes_s: min as f64 * 1024.0,
+                    max_bytes_s: max as f64 * 1024.0,
+                }
+            }
+        };
+        Ok(ServeOptions {
+            listen: listen.to_string(),
+            cache,
+            rebuild_order,
+            rebuild_rate,
+            ..ServeOptions::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nbd_options_are_checked_and_name_themselves() {
+        let l = nbd_limits(512, 10.0, 30.0, 128, 128, 32, 4).unwrap();
+        assert_eq!(l.min_block, Some(512));
+        assert_eq!(l.conn_payload_budget, 32 << 20);
+        assert_eq!(l.max_payload(), 32 << 20);
+        for (e, name) in [
+            (nbd_limits(3, 10.0, 30.0, 128, 128, 32, 4), "--min-block"),
+            (
+                nbd_limits(1, 0.0, 30.0, 128, 128, 32, 4),
+                "--handshake-timeout",
+            ),
+            (
+                nbd_limits(1, 10.0, f64::NAN, 128, 128, 32, 4),
+                "--idle-timeout",
+            ),
+            (
+                nbd_limits(1, 10.0, 30.0, 0, 128, 32, 4),
+                "--max-connections",
+            ),
+            (nbd_limits(1, 10.0, 30.0, 128, 2, 1, 4), "--payload-mib"),
+            (
+                nbd_limits(1, 10.0, 30.0, 128, 16, 32, 4),
+                "--conn-payload-mib",
+            ),
+            (
+                nbd_limits(1, 10.0, 30.0, 128, 128, 32, 3),
+                "--zero-piece-mib",
+            ),
+        ] {
+            let msg = e.unwrap_err().to_string();
+            assert!(msg.contains(name), "{name}: {msg}");
+        }
+    }
+
+    #[test]
+    fn non_loopback_needs_insecure() {
+        let any = Listen::parse("0.0.0.0:10809").unwrap();
+        let msg = check_listen_secure(&any, false, TlsMode::Off)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("--insecure"), "{msg}");
+        let msg = check_listen_secure(&any, false, TlsMode::On)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("--tls require"), "{msg}");
+        check_listen_secure(&any, true, TlsMode::Off).unwrap();
+        check_listen_secure(&any, false, TlsMode::Require).unwrap();
+        for ok in ["127.0.0.1:0", "[::1]:0", "unix:/tmp/x.sock"] {
+            check_listen_secure(&Listen::parse(ok).unwrap(), false, TlsMode::Off).unwrap();
+        }
+    }
+}
