@@ -17,6 +17,7 @@ mod pool;
 pub mod proto;
 pub mod rmw;
 pub mod server;
+mod session;
 #[cfg(test)]
 mod tests;
 pub mod tls;

@@ -14,30 +14,28 @@
 //! WRITE_ZEROES run piece by piece; a reply write that makes no progress for
 //! `WRITE_TIMEOUT` kills its connection. Payload buffers are recycled through a free list,
 //! so steady traffic allocates nothing. The pool (reply sides, queued jobs, workers) is
-//! `pool.rs`.
+//! `pool.rs`; one connection's reader loop is `session.rs`.
 
-use std::io::{self, BufReader, IoSlice, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::pool::{worker, Conn, Job, PoolState, Shared, PAYLOAD_PIECE};
-use super::proto::{
-    decide, discard, parse_request, serve_greeting, serve_options, Command, Decision, ExportInfo,
-    Handshake, MAX_PAYLOAD, REQUEST_LEN,
-};
-use super::tls::{ServerTls, TlsMode, TlsStream};
+use super::pool::{worker, Conn, PoolState, Shared};
+use super::proto::{ExportInfo, MAX_PAYLOAD};
+use super::session::connection;
+use super::tls::{ServerTls, TlsStream};
 use super::{Backend, Errno, Limits, Listen, ServeStats, SubBlock};
 
 /// The reader runs a request itself while the backend's average time per request is below
 /// this (memory speed); above it, requests go to the workers (see `Shared::inline_ok`).
 pub(super) const INLINE_SERVICE_NS_MAX: u64 = 50_000;
 /// Largest payload the reader runs itself (larger ones use the workers' pooled buffers).
-const INLINE_BYTES_MAX: usize = 1 << 20;
+pub(super) const INLINE_BYTES_MAX: usize = 1 << 20;
 
 /// Requests queued or running per connection; the reader stops reading beyond this.
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -51,7 +49,7 @@ const ACCEPT_POLL: Duration = Duration::from_millis(5);
 /// Condition-variable waits re-check their exit conditions at least this often.
 pub(super) const WAIT_SLICE: Duration = Duration::from_millis(100);
 /// The reader's buffer: many pipelined request headers arrive per read system call.
-const READ_BUFFER: usize = 64 << 10;
+pub(super) const READ_BUFFER: usize = 64 << 10;
 /// Free-list limits: buffer count, total bytes, and the largest buffer kept.
 pub(super) const FREE_BUFFERS: usize = 256;
 pub(super) const FREE_BYTES: usize = 64 << 20;
@@ -554,236 +552,4 @@ fn shutdown_workers(shared: &Shared, workers: Vec<JoinHandle<()>>) {
     for w in workers {
         let _ = w.join();
     }
-}
-
-/// A connection's thread: handshake, read requests until the client leaves, drain, close.
-fn connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) {
-    if shared.debug {
-        crate::info!("nbd: connection {} open", conn.id);
-    }
-    let peer = match &stream {
-        Stream::Tcp(s) => s
-            .peer_addr()
-            .map_or_else(|_| "tcp".into(), |a| a.to_string()),
-        Stream::Unix(_) => "unix".to_string(),
-        // A connection starts in plain text; TLS begins later, with STARTTLS.
-        Stream::Tls(_) => "tls".to_string(),
-    };
-    shared.backend.connected(conn.id, &peer);
-    let outcome = serve_connection(shared, stream, conn);
-    if let Err(e) = &outcome {
-        if timed_out(e) {
-            conn.timed_out.store(true, Ordering::Relaxed);
-        }
-    }
-    shared.drain(conn);
-    {
-        let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
-        w.close_notify();
-        w.shutdown(Shutdown::Both);
-    }
-    shared.backend.disconnected(
-        conn.id,
-        conn.requests.load(Ordering::Relaxed),
-        conn.errors.load(Ordering::Relaxed),
-        outcome.as_ref().err().map(|e| e.to_string()).as_deref(),
-    );
-    if shared.debug {
-        let how = match &outcome {
-            Ok(()) => "closed".to_string(),
-            Err(e) => format!("closed: {e}"),
-        };
-        crate::info!(
-            "nbd: connection {} {how} ({} requests, {} errors)",
-            conn.id,
-            conn.requests.load(Ordering::Relaxed),
-            conn.errors.load(Ordering::Relaxed)
-        );
-    }
-}
-
-/// Whether an I/O error is a socket timeout (Linux reports `WouldBlock` for a blocking
-/// socket's receive timeout).
-fn timed_out(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-/// The reader during the handshake: every read waits at most until the deadline, so a
-/// client trickling one byte at a time still cannot hold its connection past it.
-struct Deadline<'a> {
-    r: &'a mut BufReader<Stream>,
-    until: Instant,
-}
-
-impl Read for Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.r.buffer().is_empty() {
-            let left = self.until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "handshake not finished in time",
-                ));
-            }
-            self.r.get_ref().set_read_timeout(Some(left))?;
-        }
-        self.r.read(buf)
-    }
-}
-
-/// Read a request header. Waiting for its first byte has no limit (an idle client is
-/// fine); once it has started, each read must bring a byte within the socket's timeout (the
-/// idle timeout). `Ok(false)` on a clean end of stream between requests.
-fn read_header(reader: &mut BufReader<Stream>, head: &mut [u8; REQUEST_LEN]) -> io::Result<bool> {
-    let mut done = 0;
-    // Each pass either makes progress, ends, or (idle, between requests) waits once more
-    // for the idle timeout; the connection's end (EOF, shutdown at drain) ends the loop.
-    while done < REQUEST_LEN {
-        match reader.read(&mut head[done..]) {
-            Ok(0) if done == 0 => return Ok(false),
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if done == 0 && timed_out(&e) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
-}
-
-fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Result<()> {
-    let limits = &shared.limits;
-    let mut reader = BufReader::with_capacity(READ_BUFFER, stream);
-    {
-        let until = Instant::now() + limits.handshake_timeout;
-        let mode = shared.tls.as_ref().map_or(TlsMode::Off, |t| t.mode);
-        let (mut scratch, mut out) = (Vec::new(), Vec::new());
-        let mut session = {
-            let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
-            let mut r = Deadline {
-                r: &mut reader,
-                until,
-            };
-            match serve_greeting(&mut r, &mut *w, mode)? {
-                Some(s) => s,
-                None => return Ok(()),
-            }
-        };
-        loop {
-            let mut w = conn.writer.lock().unwrap_or_else(|e| e.into_inner());
-            let mut r = Deadline {
-                r: &mut reader,
-                until,
-            };
-            let export = &shared.export;
-            match serve_options(
-                &mut r,
-                &mut *w,
-                export,
-                &mut session,
-                &mut scratch,
-                &mut out,
-            )? {
-                Handshake::Transmit => break,
-                Handshake::Closed => return Ok(()),
-                Handshake::StartTls => {}
-            }
-            // NBD_REP_ACK is sent: the TLS handshake, within the NBD handshake's deadline,
-            // then the reader and the writer both go through the session.
-            let Some(tls) = &shared.tls else {
-                return Err(io::Error::other("STARTTLS acknowledged without TLS"));
-            };
-            let early = reader.buffer().to_vec();
-            let raw = reader.into_inner();
-            let session_stream = TlsStream::accept(raw, &early, &tls.config, until)?;
-            *w = Stream::Tls(Box::new(session_stream.try_clone()?));
-            reader = BufReader::with_capacity(READ_BUFFER, Stream::Tls(Box::new(session_stream)));
-            session.tls_active = true;
-        }
-    }
-    conn.handshaking.store(false, Ordering::Relaxed);
-    // From now on a read that brings nothing for the idle timeout fails; `read_header`
-    // tolerates that between requests.
-    reader
-        .get_ref()
-        .set_read_timeout(Some(limits.idle_timeout))?;
-    let mut head = [0u8; REQUEST_LEN];
-    // The payload of requests the reader runs itself (grown to the largest, then reused).
-    let mut inline_buf: Vec<u8> = Vec::new();
-    // One pass per request; ends with the client (end of stream, DISC) or a protocol error.
-    while !conn.dead.load(Ordering::Relaxed) {
-        if !read_header(&mut reader, &mut head)? {
-            return Ok(());
-        }
-        let Some(req) = parse_request(&head) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "bad request magic",
-            ));
-        };
-        match decide(&req, &shared.export) {
-            Decision::Disconnect => return Ok(()),
-            Decision::Done => conn.reply(Errno(0), req.cookie, &[]),
-            Decision::Reject(e) => {
-                discard(&mut reader, u64::from(req.payload_len()))?;
-                conn.reply(e, req.cookie, &[]);
-            }
-            Decision::Run(cmd)
-                if shared.inline_ok(cmd)
-                    && req.len as usize <= INLINE_BYTES_MAX
-                    && !reader.buffer().is_empty() =>
-            {
-                let n = match cmd {
-                    Command::Read | Command::Write { .. } => req.len as usize,
-                    _ => 0,
-                };
-                if inline_buf.len() < n {
-                    inline_buf.resize(n, 0);
-                }
-                if matches!(cmd, Command::Write { .. }) {
-                    reader.read_exact(&mut inline_buf[..n])?;
-                }
-                shared.execute(
-                    conn,
-                    cmd,
-                    req.cookie,
-                    req.offset,
-                    req.len,
-                    &mut inline_buf[..n],
-                );
-            }
-            Decision::Run(cmd) => {
-                let job = Job::new(Arc::clone(conn), cmd, req.cookie, req.offset, req.len);
-                if let Some(mut job) = shared.admit(job) {
-                    if let Err(e) = receive(shared, &mut reader, &mut job) {
-                        shared.abandon(job);
-                        return Err(e);
-                    }
-                    shared.submit(job);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Receive a write's payload piece by piece, reserving each piece as it comes.
-fn receive(shared: &Shared, reader: &mut BufReader<Stream>, job: &mut Job) -> io::Result<()> {
-    let len = job.payload();
-    let mut got = 0;
-    while got < len {
-        if got == job.reserved {
-            shared.grow(job);
-        }
-        let n = (job.reserved - got).min(PAYLOAD_PIECE);
-        if job.buf.len() < got + n {
-            job.buf.resize(got + n, 0);
-        }
-        reader.read_exact(&mut job.buf[got..got + n])?;
-        got += n;
-    }
-    Ok(())
 }
