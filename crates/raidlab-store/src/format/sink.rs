@@ -165,6 +165,12 @@ impl MetaSink for SuperblockSink {
                 err.devices.push((d.clone(), format!("preflush: {e}")));
             }
         }
+        if !err.devices.is_empty() {
+            // The snapshot describes data some member could not make durable (a replacement
+            // recorded in sync, or a checkpoint past its synced rows): no superblock may say
+            // so. The caller fails those devices and persists the state that follows.
+            return Err(err);
+        }
         let mut inner = self.lock();
         inner.events = snap.events;
         inner.slot_devs = snap.slots.iter().map(|(d, _)| d.clone()).collect();
@@ -292,6 +298,42 @@ mod tests {
             data_offset_bytes: 1 << 20,
             member_data_bytes: 8 * 4096,
         }
+    }
+
+    /// Found by the scheduled runs (RAID-6 rebuilding, run 4616 of seed 21): the preflush
+    /// of a just-rebuilt replacement failed, yet the other members' superblocks recorded it
+    /// in sync; a crash then assembled the replacement, whose rebuilt rows were never
+    /// durable, and read zeros.
+    #[test]
+    fn a_failed_preflush_writes_no_superblock() {
+        let sink = SuperblockSink::new("m", [7; 16], shape(), 1);
+        let len = (1 << 20) + 8 * 4096;
+        let a: Arc<dyn Member> = Arc::new(MemMember::new("a", len));
+        let bad = Arc::new(crate::member::FaultMember::new(Arc::new(MemMember::new(
+            "b", len,
+        ))));
+        bad.fail_now();
+        let b: Arc<dyn Member> = bad;
+        let snap = Snapshot {
+            events: 5,
+            clean: false,
+            slots: vec![
+                (Some(Arc::clone(&a)), SlotState::InSync),
+                (Some(Arc::clone(&b)), SlotState::InSync),
+            ],
+            spares: Vec::new(),
+            faulty: Vec::new(),
+            failed: false,
+        };
+        let e = sink.persist(&snap).unwrap_err();
+        assert_eq!(e.devices.len(), 1);
+        assert!(Arc::ptr_eq(&e.devices[0].0, &b) && e.devices[0].1.contains("preflush"));
+        let mut buf = [0u8; 4096];
+        a.read_at(&mut buf, 4096).unwrap();
+        assert!(
+            buf.iter().all(|&x| x == 0),
+            "a superblock recording the failed device in sync was written"
+        );
     }
 
     #[test]
