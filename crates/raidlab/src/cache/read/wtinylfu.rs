@@ -54,7 +54,7 @@
 //! - libCacheSim sizes the sketch for `n` = the main cache's capacity *in bytes* (a 128 MiB
 //!   object cache gets 2^31 counters, 8 GiB); here `n` is the main cache's capacity in block
 //!   mode and its capacity / 4096 in object mode, at most 2^26 counters (256 MiB), so object
-//!   mode differs (a sketch 4096 times smaller collides more: up to 3 % more misses on Zipf
+//!   mode differs (a sketch 4096 times smaller collides more: up to 3.4 % more misses on Zipf
 //!   traces of 4 KiB objects) and so do block-mode main caches above 2^26 / 14.4 blocks;
 //! - entries larger than the window's share are cached like any other (libCacheSim refuses
 //!   them, so its block-mode caches below 100 blocks cache nothing).
