@@ -42,3 +42,30 @@ def assert_config_error(path: Path, key: str, capsys: pytest.CaptureFixture[str]
     with pytest.raises(raidlab.ConfigError) as e:
         (api or raidlab.run)(path)
     assert e.value.key == key, str(e.value)
+
+
+LCS_VERSION = "0.3.5"
+
+
+@pytest.fixture
+def lcs() -> Any:
+    """The libcachesim wheel the parity tests compare against (`make test` installs it), or a
+    skip saying why. Once `make test` installed it (RAIDLAB_REQUIRE_LIBCACHESIM=1) a missing
+    or different wheel fails instead."""
+    import importlib.metadata
+
+    required = os.environ.get("RAIDLAB_REQUIRE_LIBCACHESIM") == "1"
+    try:
+        version = importlib.metadata.version("libcachesim")
+        import libcachesim
+    except ImportError as e:  # PackageNotFoundError is an ImportError
+        why = f"libcachesim=={LCS_VERSION} is not installed ({e}): `make test` installs it, or pip install it"
+        if required:
+            pytest.fail(why)
+        pytest.skip(why)
+    if version != LCS_VERSION:
+        why = f"libcachesim {version} is installed; the parity tests are pinned to {LCS_VERSION}"
+        if required:
+            pytest.fail(why)
+        pytest.skip(why)
+    return libcachesim

@@ -115,6 +115,11 @@ pub struct Access<'a> {
 /// the cached copy). Policies rely on this order (e.g. ARC and MQ consult their history on the
 /// missed `get` and use that at `insert`).
 ///
+/// One policy, `wtinylfu`, evicts inside some hits, as libCacheSim's does: `get` cannot
+/// report them, so those keys are reported at the start of the next `insert`'s `evicted` (or
+/// by `remove`, which returns `true` for one); until then `get` and `contains` miss them while
+/// the caller still holds them.
+///
 /// The callee's obligations: `used() <= capacity()` after every call; `len()` counts resident
 /// entries only (not ghost/history entries); in block mode (every size 1) no allocation after
 /// construction — the arena is sized from the capacity. In object mode the number of entries
