@@ -39,6 +39,11 @@ impl Controller {
         let Err(e) = self.meta.persist(&snap) else {
             return;
         };
+        if e.nothing_written {
+            // Written nowhere: the next update reuses the number (assembly allows a member
+            // one event behind, for a crash between members' writes, and no more).
+            st.events -= 1;
+        }
         if let Some(m) = &e.other {
             crate::warn!({ "error": m }, "writing superblocks failed: {m}");
         }

@@ -191,6 +191,9 @@ pub struct Snapshot {
 pub struct MetaError {
     pub devices: Vec<(Arc<dyn Member>, String)>,
     pub other: Option<String>,
+    /// No superblock of the update was written (a preflush failed first): its event number
+    /// is free for the next update, so no member falls two events behind.
+    pub nothing_written: bool,
 }
 
 impl std::fmt::Display for MetaError {

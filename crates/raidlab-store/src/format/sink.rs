@@ -153,6 +153,7 @@ impl MetaSink for SuperblockSink {
                     snap.slots.len(),
                     self.shape.disks
                 )),
+                nothing_written: true,
             });
         }
         let mut err = MetaError::default();
@@ -169,6 +170,7 @@ impl MetaSink for SuperblockSink {
             // The snapshot describes data some member could not make durable (a replacement
             // recorded in sync, or a checkpoint past its synced rows): no superblock may say
             // so. The caller fails those devices and persists the state that follows.
+            err.nothing_written = true;
             return Err(err);
         }
         let mut inner = self.lock();
@@ -246,6 +248,7 @@ impl MetaSink for SuperblockSink {
                     "{} bitmap regions, at most {REGIONS_MAX} fit",
                     dirty.len()
                 )),
+                nothing_written: true,
             });
         }
         let mut inner = self.lock();
@@ -327,6 +330,7 @@ mod tests {
         };
         let e = sink.persist(&snap).unwrap_err();
         assert_eq!(e.devices.len(), 1);
+        assert!(e.nothing_written, "the caller reuses the event number");
         assert!(Arc::ptr_eq(&e.devices[0].0, &b) && e.devices[0].1.contains("preflush"));
         let mut buf = [0u8; 4096];
         a.read_at(&mut buf, 4096).unwrap();
