@@ -124,6 +124,7 @@ pub fn examine_member(path: &Path) -> Result<Value> {
             "rows_per_region": m.rows_per_region,
             "regions": m.dirty.len(),
             "dirty_regions": m.dirty.iter().filter(|&&d| d).count(),
+            "cleared_events": m.cleared_events,
         }),
         Err(e) => json!({"error": e}),
     };
@@ -147,6 +148,7 @@ pub fn examine_member(path: &Path) -> Result<Value> {
         "size_bytes": shape.size_bytes(),
         "role": role,
         "former_slot": sb.former_slot,
+        "left_in_sync": sb.left_in_sync,
         "events": sb.events,
         "clean": sb.clean,
         "failed": sb.failed,
