@@ -84,7 +84,9 @@ pub(super) fn re_add_path(
         dir.join(target)
     };
     let text = resolved.display().to_string();
-    let id = crate::member::DevId::of_path(&resolved).map_err(|e| format!("{text}: {e}"))?;
+    let id = crate::member::DevId::of_path(&resolved).map_err(|e| {
+        format!("{text} is not a faulty device of this array (`ctl status` lists them), and cannot be opened as a former member: {e}")
+    })?;
     let listed = format::read_manifest(dir)
         .map(|paths| {
             paths
