@@ -23,7 +23,10 @@
 //!    is resynced;
 //! 7. an unclean array's dirty regions are the OR of the live members' bitmaps; if any of
 //!    them cannot be read or is corrupt (a torn write), every region is dirty: a full resync
-//!    is always safe, a missed region is not.
+//!    is always safe, a missed region is not. The bitmaps are read on a clean start too:
+//!    their bits (kept while a slot was not in sync) and the event of their last clear
+//!    (the latest of the members', unknown when one is unreadable) decide which `ctl
+//!    re-add` may be partial.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
