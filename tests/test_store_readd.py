@@ -18,6 +18,7 @@ from store_fixtures import (
     check,
     cli_ok,
     create_array,
+    examine,
     qemu_io,
     require_tools,
     status,
@@ -94,6 +95,10 @@ def test_re_add_after_remove_resyncs_only_the_dirty_regions(tmp_path: Path, stor
     cli_ok("ctl", d, "fail", "2")
     cli_ok("ctl", d, "remove", "2")
     assert "disk2" not in (d / "members.json").read_text()
+    ex = examine(d / "disk2")
+    assert (ex["role"], ex["former_slot"]) == ("faulty", 2) and ex["left_in_sync"] <= ex["events"], ex
+    text = cli_ok("array", "examine", d / "disk2")
+    assert f"left slot 2 in sync at event {ex['left_in_sync']}" in text, text
     _write_degraded(srv)
     # Degraded: the bits stay set past the idle time that clears them on a whole array.
     time.sleep(2.6)

@@ -114,8 +114,13 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
             f"events {out['events']}, {'clean' if out['clean'] else 'dirty'}" + (", [red]array failed[/red]" if out["failed"] else "")
         )
         console.print(f"  slots: {', '.join(f'{i} {st}' for i, st in enumerate(out['slots']))}")
+        if out.get("left_in_sync") is not None:
+            console.print(f"  left slot {out['former_slot']} in sync at event {out['left_in_sync']}")
         bm = out["bitmap"]
-        console.print(f"  bitmap: {bm['error']}" if "error" in bm else f"  bitmap: {bm['dirty_regions']}/{bm['regions']} regions dirty (events {bm['events']})")
+        cleared = f", bits cleared last at event {bm['cleared_events']}" if bm.get("cleared_events") is not None else ""
+        console.print(
+            f"  bitmap: {bm['error']}" if "error" in bm else f"  bitmap: {bm['dirty_regions']}/{bm['regions']} regions dirty (events {bm['events']}{cleared})"
+        )
         return 0
     console.print(
         f"[bold]{out['name']}[/bold] {_shape(out)}, events {out['events']}, "

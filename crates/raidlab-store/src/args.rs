@@ -188,6 +188,8 @@ pub fn assembled_json(a: &Assembled) -> Value {
         "events": a.events,
         "clean": a.clean,
         "dirty_regions": a.dirty_regions.as_ref().map(|d| d.iter().filter(|&&b| b).count()),
+        "kept_regions": a.kept_regions.iter().filter(|&&b| b).count(),
+        "bitmap_cleared_events": a.cleared_events,
         "members": members,
         "spares": a.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
         "faulty": a.faulty.iter().map(|(d, s)| json!({"path": d.path(), "slot": (*s != u32::MAX).then_some(*s)})).collect::<Vec<_>>(),
