@@ -114,8 +114,13 @@ def cmd_array_examine(args: argparse.Namespace, console: Console) -> int:
             f"events {out['events']}, {'clean' if out['clean'] else 'dirty'}" + (", [red]array failed[/red]" if out["failed"] else "")
         )
         console.print(f"  slots: {', '.join(f'{i} {st}' for i, st in enumerate(out['slots']))}")
+        if out.get("left_in_sync") is not None:
+            console.print(f"  left slot {out['former_slot']} in sync at event {out['left_in_sync']}")
         bm = out["bitmap"]
-        console.print(f"  bitmap: {bm['error']}" if "error" in bm else f"  bitmap: {bm['dirty_regions']}/{bm['regions']} regions dirty (events {bm['events']})")
+        cleared = f", bits cleared last at event {bm['cleared_events']}" if bm.get("cleared_events") is not None else ""
+        console.print(
+            f"  bitmap: {bm['error']}" if "error" in bm else f"  bitmap: {bm['dirty_regions']}/{bm['regions']} regions dirty (events {bm['events']}{cleared})"
+        )
         return 0
     console.print(
         f"[bold]{out['name']}[/bold] {_shape(out)}, events {out['events']}, "
@@ -235,8 +240,9 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
         console.print(f"faulty: {f['path']}{was}")
     rb = st.get("rebuild")
     if rb:
+        partial = f", partial: {rb['regions']} dirty region(s)" if rb.get("kind") == "partial" else ""
         line = (
-            f"rebuild of slot {rb['slot']} ({rb['order']}): {rb['units_done']:,}/{rb['units']:,} units, "
+            f"rebuild of slot {rb['slot']} ({rb['order']}{partial}): {rb['units_done']:,}/{rb['units']:,} units, "
             f"{100 * rb['fraction']:.1f}%, {rb['rate_mb_s']:.1f} MB/s"
         )
         if console.is_terminal:
@@ -245,6 +251,13 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
             console.print(grid)
         else:
             console.print(line)
+    lr = st.get("last_rebuild")
+    if lr and not rb:
+        what = f"partial, {lr['regions']} dirty region(s)" if lr["kind"] == "partial" else "full"
+        console.print(
+            f"last rebuild: slot {lr['slot']} onto {lr['device']} ({what}): "
+            f"{lr['bytes']:,} of {lr['member_bytes']:,} bytes written"
+        )
     rs = st["resync"]
     if rs["pending_regions"] or rs["resynced_rows"]:
         console.print(
@@ -391,8 +404,15 @@ def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
             f"{action}: ok"
             + (f", array {rep['state']}" if "state" in rep else "")
             + (f", removed {rep['removed']}" if "removed" in rep else "")
-            + (f", {rep['re_added']} is a spare again" if "re_added" in rep else "")
+            + (f", {rep['re_added']} is a spare again" if "re_added" in rep and rep.get("resync") != "partial" else "")
         )
+        if rep.get("resync") == "partial":
+            console.print(
+                f"{rep['re_added']} is back in slot {rep['slot']}: resyncing {rep['regions']} dirty region(s), "
+                f"{rep['bytes']:,} of {rep['member_bytes']:,} bytes"
+            )
+        elif rep.get("full_because"):
+            console.print(f"full rebuild: {rep['full_because']}")
     return 0
 
 
@@ -535,8 +555,11 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     r = tsub.add_parser("remove", help="remove a spare or a failed device")
     r.add_argument("target", help="its path, or the slot a failed device was taken out of")
     r.add_argument("--json", action="store_true")
-    r = tsub.add_parser("re-add", help="make a faulty device a spare again; a rebuild onto it starts (a full one)")
-    r.add_argument("target", help="its path, or the slot it was taken out of")
+    r = tsub.add_parser(
+        "re-add",
+        help="put a device that left back: into its slot with only the bitmap's dirty regions resynced when it is recent enough, else as a spare with a full rebuild",
+    )
+    r.add_argument("target", help="its path (also a removed device), or the slot it was taken out of")
     r.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_ctl)
 

@@ -36,10 +36,12 @@ use serde_json::{json, Value};
 
 use crate::ctrl::checkjob::Checks;
 use crate::ctrl::Controller;
-use crate::device::{self, Locks};
+use crate::device::Locks;
 use crate::events::Bus;
 use crate::format;
-use crate::member::{FileMember, Member};
+
+#[path = "control_devices.rs"]
+mod devices;
 
 /// File name of the control socket inside the array directory.
 pub const SOCKET_NAME: &str = "control.sock";
@@ -405,7 +407,7 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Val
             let Some(path) = req.get("path").and_then(Value::as_str) else {
                 return fail("add-spare: expected a path");
             };
-            add_spare(dir, ctl, locks, path)
+            devices::add_spare(dir, ctl, locks, path)
         }
         "remove" => {
             let Some(target) = req.get("target").and_then(Value::as_str) else {
@@ -426,8 +428,18 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Val
             let Some(target) = req.get("target").and_then(Value::as_str) else {
                 return fail("re-add: expected a slot number or a path");
             };
-            match ctl.re_add(target) {
-                Ok(path) => json!({"ok": true, "re_added": path, "state": ctl.state_word()}),
+            let done = if ctl.knows_faulty(target) {
+                ctl.re_add(target).map_err(|e| e.to_string())
+            } else {
+                devices::re_add_path(dir, ctl, locks, target)
+            };
+            match done {
+                Ok(r) => {
+                    let mut v = r.json();
+                    v["ok"] = json!(true);
+                    v["state"] = json!(ctl.state_word());
+                    v
+                }
                 Err(e) => fail(format!("re-add: {e}")),
             }
         }
@@ -456,58 +468,6 @@ fn failed_slots(ctl: &Controller) -> String {
     } else {
         s.join(", ")
     }
-}
-
-fn add_spare(dir: &Path, ctl: &Controller, locks: &Locks, path: &str) -> Value {
-    let resolved = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        dir.join(path)
-    };
-    let text = resolved.display().to_string();
-    // By identity, not spelling: `arr/disk1`, `./arr/disk1` and a symlink are one device.
-    let id = match crate::member::DevId::of_path(&resolved) {
-        Ok(id) => id,
-        Err(e) => return fail(format!("{text}: {e}")),
-    };
-    let known = format::read_manifest(dir)
-        .map(|paths| {
-            paths
-                .iter()
-                .any(|p| p == &resolved || crate::member::DevId::of_path(p).is_ok_and(|q| q == id))
-        })
-        .unwrap_or(false);
-    if known {
-        return fail(format!("{text}: already listed as a device of this array"));
-    }
-    // Locked before anything is written; the lock is kept while it is part of the array.
-    let lock = match device::lock_exclusive(&resolved) {
-        Ok(l) => l,
-        Err(e) => return fail(e.to_string()),
-    };
-    let dev = match FileMember::open(&text) {
-        Ok(d) => d,
-        Err(e) => return fail(format!("{text}: {e}")),
-    };
-    let need = ctl.shape().data_offset_bytes + ctl.shape().member_data_bytes;
-    if dev.len_bytes() >= need {
-        // A regular file's blocks are reserved now, so a full file system is found here and
-        // not by the rebuild's writes. Its length is kept: a smaller file is refused below.
-        if let Err(e) = device::preallocate(&resolved, dev.len_bytes()) {
-            return fail(e.to_string());
-        }
-    }
-    let dev: Arc<dyn Member> = Arc::new(dev);
-    // The superblock is written (as a spare) by the controller's persist before the
-    // manifest names the device, so assembly never finds a listed device without one.
-    if let Err(e) = ctl.add_spare(dev) {
-        return fail(e.to_string());
-    }
-    locks.add(lock);
-    if let Err(e) = format::add_to_manifest(dir, &resolved) {
-        return fail(e.to_string());
-    }
-    json!({"ok": true, "state": ctl.state_word()})
 }
 
 /// Send one request to the server of `dir` and read its reply (tests and the CLI).

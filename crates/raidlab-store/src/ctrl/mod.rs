@@ -20,6 +20,7 @@ pub mod io;
 pub mod locks;
 mod members;
 mod ops;
+pub mod readd;
 pub mod rebuild;
 pub mod status;
 pub mod sync;
@@ -220,8 +221,18 @@ pub trait MetaSink: Send + Sync {
     /// region `g`. Called before the first write into a newly dirty region, and when idle
     /// regions are cleared. A device it fails on is failed by the caller before any data
     /// is written under the new bits.
-    fn write_intent(&self, _dirty: &[bool]) -> Result<(), MetaError> {
+    /// `cleared` is the event count when a bit was last cleared (`None`: unknown): every
+    /// region written since still has its bit set (bits are kept while a slot is not in
+    /// sync), so a device that left in sync at or after it missed only those regions.
+    fn write_intent(&self, _dirty: &[bool], _cleared: Option<u64>) -> Result<(), MetaError> {
         Ok(())
+    }
+
+    /// For `ctl re-add`: the slot `dev` last held in sync and the last event it was in sync
+    /// there, read from its own superblock; `Err` says why it cannot be trusted (unreadable,
+    /// another array's, never a member, not in sync when it left).
+    fn readd_record(&self, _dev: &dyn Member) -> Result<(u32, u64), String> {
+        Err("the array keeps no superblocks to vouch for it".into())
     }
 }
 
@@ -316,6 +327,8 @@ pub struct Controller {
     pub(crate) meta: Box<dyn MetaSink>,
     pub(crate) opts: Options,
     pub(crate) rebuild: Mutex<Option<rebuild::Job>>,
+    /// What the last completed rebuild did.
+    pub(crate) last_rebuild: Mutex<Option<rebuild::Report>>,
     pub(crate) resync: Mutex<sync::Resync>,
     /// User I/O seen since the rebuild last looked (md's "is the array idle").
     pub(crate) busy: AtomicBool,
@@ -382,6 +395,7 @@ impl Controller {
             meta,
             opts,
             rebuild: Mutex::new(None),
+            last_rebuild: Mutex::new(None),
             resync: Mutex::new(sync::Resync::default()),
             busy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),

@@ -41,6 +41,27 @@ pub struct Job {
     pub in_flight: u32,
     /// Tells a finishing unit whether its job is still the current one.
     pub id: u64,
+    /// Units handed out by this job (what the rate limit charges).
+    pub handed: u64,
+    /// Rows marked rebuilt before it started because their data is trusted (a partial
+    /// re-add: rows outside the bitmap's dirty regions); not counted as progress.
+    pub trusted: u64,
+    /// A partial re-add: the dirty regions it resyncs (`None`: a full rebuild).
+    pub partial_regions: Option<u64>,
+    /// Rows this job (and the passes that continued it) solved and wrote.
+    pub rebuilt_rows: u64,
+}
+
+/// What a finished rebuild did (`ctl status` shows the last one as `last_rebuild`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub slot: u32,
+    pub device: String,
+    /// `Some(regions)` for a partial re-add that resynced only the bitmap's dirty regions.
+    pub partial_regions: Option<u64>,
+    pub rows: u64,
+    pub bytes: u64,
+    pub member_bytes: u64,
 }
 
 /// What `ctl status` shows of a rebuild.
@@ -51,6 +72,9 @@ pub struct Progress {
     pub units: u64,
     pub elapsed_s: f64,
     pub order: &'static str,
+    pub partial_regions: Option<u64>,
+    /// Rows solved and written so far.
+    pub rebuilt_rows: u64,
 }
 
 impl Controller {
@@ -84,7 +108,37 @@ impl Controller {
             last_checkpoint: Instant::now(),
             in_flight: 0,
             id: JOB_IDS.fetch_add(1, Ordering::Relaxed),
+            handed: 0,
+            trusted: 0,
+            partial_regions: None,
+            rebuilt_rows: 0,
         }
+    }
+
+    /// A job that rebuilds only the rows `dirty` selects (a partial re-add); the others are
+    /// marked rebuilt by the caller. `regions` is how many bitmap regions they make.
+    pub(crate) fn new_partial_job(
+        &self,
+        slot: u32,
+        dirty: impl Fn(u64) -> bool,
+        regions: u64,
+    ) -> Job {
+        let mut job = self.new_job(slot, 0);
+        for u in (0..job.units).filter(|&u| !dirty(u)) {
+            job.order.take(u);
+            job.trusted += 1;
+        }
+        job.units -= job.trusted;
+        job.partial_regions = Some(regions);
+        job
+    }
+
+    /// The last rebuild that completed.
+    pub fn last_rebuild(&self) -> Option<Report> {
+        self.last_rebuild
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A replacement recorded in the superblocks: carry on from its checkpoint.
@@ -148,19 +202,28 @@ impl Controller {
 
     pub fn rebuild_progress(&self) -> Option<Progress> {
         // Lock order is state before the job: copy what is needed and let the job go first.
-        let (slot, units, elapsed_s) = {
+        let (slot, units, elapsed_s, trusted, partial_regions, rebuilt_rows) = {
             let job = self.rebuild.lock().ok()?;
             let j = job.as_ref()?;
-            (j.slot, j.units, j.started.elapsed().as_secs_f64())
+            (
+                j.slot,
+                j.units,
+                j.started.elapsed().as_secs_f64(),
+                j.trusted,
+                j.partial_regions,
+                j.rebuilt_rows,
+            )
         };
         let st = self.read_state();
         let done = st.array.rebuilding(slot).map(|m| m.count()).unwrap_or(0);
         Some(Progress {
             slot,
-            units_done: done,
+            units_done: done.saturating_sub(trusted).min(units),
             units,
             elapsed_s,
             order: self.opts.rebuild_order.name(),
+            partial_regions,
+            rebuilt_rows,
         })
     }
 
@@ -176,9 +239,8 @@ impl Controller {
                 let mut guard = self.rebuild.lock().ok()?;
                 let j = guard.as_mut()?;
                 let now_ns = j.started.elapsed().as_nanos() as u64;
-                let started_units = j.order.issued().count();
                 let busy = self.busy.swap(false, Ordering::Relaxed);
-                let bytes = started_units * self.shape.chunk_bytes;
+                let bytes = j.handed * self.shape.chunk_bytes;
                 if let Gate::WaitUntil(t) = j.throttle.gate(now_ns, bytes, busy) {
                     return Some(
                         Duration::from_nanos(t.saturating_sub(now_ns))
@@ -188,16 +250,17 @@ impl Controller {
                 match j.order.next_unit() {
                     Some(u) => {
                         j.in_flight += 1;
+                        j.handed += 1;
                         (j.slot, u, j.id)
                     }
                     // Another thread is finishing the last units: let it.
                     None if j.in_flight > 0 => return Some(Duration::from_millis(1)),
                     None => {
-                        *guard = None;
+                        let done = guard.take();
                         drop(guard);
                         // The read guard must be gone before finishing takes the write lock.
                         let slot = slot_of_finished(&self.read_state().array);
-                        self.finish_rebuild_of(slot);
+                        self.finish_rebuild_of(slot, done);
                         return None;
                     }
                 }
@@ -208,6 +271,9 @@ impl Controller {
                 match guard.as_mut() {
                     Some(j) if j.id == id => {
                         j.in_flight -= 1;
+                        if matches!(result, Ok(true)) {
+                            j.rebuilt_rows += 1;
+                        }
                         let due = j.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
                         if due {
                             j.last_checkpoint = Instant::now();
@@ -233,7 +299,7 @@ impl Controller {
         Some(Duration::ZERO)
     }
 
-    fn finish_rebuild_of(&self, slot: Option<u32>) {
+    fn finish_rebuild_of(&self, slot: Option<u32>, done: Option<Job>) {
         let Some(slot) = slot else { return };
         let mut st = self.write_state();
         let Some(map) = st.array.rebuilding(slot) else {
@@ -241,10 +307,16 @@ impl Controller {
         };
         if !map.is_full() {
             // Units left that the order did not hand out again after a survivor error:
-            // start over on the rest with a fresh job.
-            let done = map.next_clear(0).unwrap_or(map.len());
+            // start over on the rest with a fresh job (rows already rebuilt are skipped),
+            // which carries on the finished one's account.
+            let next = map.next_clear(0).unwrap_or(map.len());
             drop(st);
-            let job = self.new_job(slot, done);
+            let mut job = self.new_job(slot, next);
+            if let Some(d) = done.filter(|d| d.slot == slot) {
+                (job.units, job.trusted) = (d.units, d.trusted);
+                (job.partial_regions, job.rebuilt_rows) = (d.partial_regions, d.rebuilt_rows);
+                job.started = d.started;
+            }
             if let Ok(mut j) = self.rebuild.lock() {
                 *j = Some(job);
             }
@@ -255,7 +327,26 @@ impl Controller {
             .as_ref()
             .map(|d| d.path().to_string())
             .unwrap_or_default();
-        crate::info!({ "slot": slot, "device": name }, "rebuild of slot {slot} onto {name} complete");
+        let rows = done.as_ref().map_or(0, |d| d.rebuilt_rows);
+        let report = Report {
+            slot,
+            device: name.clone(),
+            partial_regions: done.as_ref().and_then(|d| d.partial_regions),
+            rows,
+            bytes: rows * self.shape.chunk_bytes,
+            member_bytes: self.shape.member_data_bytes,
+        };
+        let what = match report.partial_regions {
+            Some(g) => format!("partial re-add, {g} dirty region(s): "),
+            None => String::new(),
+        };
+        crate::info!(
+            { "slot": slot, "device": name, "rows": rows, "bytes": report.bytes,
+              "member_bytes": report.member_bytes, "partial_regions": report.partial_regions },
+            "rebuild of slot {slot} onto {name} complete ({what}{rows} rows, {} of {} bytes written)",
+            report.bytes, report.member_bytes
+        );
+        *self.last_rebuild.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         self.persist(&mut st);
         drop(st);
         self.maybe_start_rebuild();
@@ -277,15 +368,16 @@ impl Controller {
     /// new replacement in the same slot (the first one failed). So the unit is tagged with
     /// its job and its target device, and marked only if both are still current: otherwise
     /// the new replacement's map would call the row rebuilt without holding its data.
-    pub(crate) fn rebuild_unit(&self, slot: u32, unit: u64, job: u64) -> Result<(), Fault> {
+    /// `Ok(true)` when the unit was solved, written and marked rebuilt.
+    pub(crate) fn rebuild_unit(&self, slot: u32, unit: u64, job: u64) -> Result<bool, Fault> {
         let _row = self.locks.lock_row(unit);
         let (reads, devs, target, role) = {
             let st = self.read_state();
             let Some(map) = st.array.rebuilding(slot) else {
-                return Ok(());
+                return Ok(false);
             };
             if map.get(unit) || !self.job_is(job) {
-                return Ok(());
+                return Ok(false);
             }
             let n = self.geo.disks();
             let reads: Vec<u32> = (0..n)
@@ -315,7 +407,7 @@ impl Controller {
         // and the rest solved in place, so the rebuilt unit is written from where it lands.
         let mut order: Vec<u32> = Vec::with_capacity(self.geo.disks() as usize);
         let target_at = match self.geo.level() {
-            Level::Raid0 => return Ok(()),
+            Level::Raid0 => return Ok(false),
             Level::Raid1 | Level::Raid10 => {
                 order.push(reads[0]);
                 order.push(slot);
@@ -362,8 +454,9 @@ impl Controller {
         };
         if same_target && st.array.rebuilding(slot).is_some() && self.job_is(job) {
             st.array.mark_rebuilt(slot, unit);
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 }
 

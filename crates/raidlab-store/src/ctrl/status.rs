@@ -45,6 +45,22 @@ impl Controller {
                 "fraction": if p.units == 0 { 1.0 } else { p.units_done as f64 / p.units as f64 },
                 "elapsed_s": p.elapsed_s,
                 "rate_mb_s": if p.elapsed_s > 0.0 { done_bytes as f64 / p.elapsed_s / 1e6 } else { 0.0 },
+                "kind": if p.partial_regions.is_some() { "partial" } else { "full" },
+                "regions": p.partial_regions,
+                "bytes": p.units * self.shape.chunk_bytes,
+                "bytes_done": p.rebuilt_rows * self.shape.chunk_bytes,
+                "member_bytes": self.shape.member_data_bytes,
+            })
+        });
+        let last_rebuild = self.last_rebuild().map(|r| {
+            json!({
+                "slot": r.slot,
+                "device": r.device,
+                "kind": if r.partial_regions.is_some() { "partial" } else { "full" },
+                "regions": r.partial_regions,
+                "rows": r.rows,
+                "bytes": r.bytes,
+                "member_bytes": r.member_bytes,
             })
         });
         let resync = {
@@ -55,6 +71,8 @@ impl Controller {
                 "dirty_regions": r.dirty.iter().filter(|&&b| b).count(),
                 "resynced_rows": r.resynced_rows,
                 "repaired_rows": r.repaired_rows,
+                "region_bytes": r.rows_per_region * self.shape.chunk_bytes,
+                "cleared_events": r.cleared_events,
             })
         };
         let cache = self.cache.as_ref().map(|c| {
@@ -111,6 +129,7 @@ impl Controller {
             "spares": st.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
             "faulty": faulty,
             "rebuild": rebuild,
+            "last_rebuild": last_rebuild,
             "resync": resync,
             "cache": cache,
             "write_cache": write_cache,

@@ -6,6 +6,12 @@
 //! regions whose bit is set can have data and parity out of step, so a restart resyncs those
 //! rows only, in the background, while serving: each row is locked, its data read and its
 //! parity (or the other mirror copies) rewritten from the data.
+//!
+//! Like md, no bit is cleared while a slot is not in sync (failed, missing or being
+//! rebuilt): every region written since a member left stays set until the slot is whole
+//! again, and `cleared_events` records when a bit was last cleared. A device that left its
+//! slot in sync at or after that event missed only the writes of set regions, so `ctl
+//! re-add` rebuilds only those onto it (`ctrl::readd`).
 
 use crate::sync::Instant;
 use std::time::Duration;
@@ -31,6 +37,9 @@ pub struct Resync {
     pub todo: Vec<u64>,
     pub resynced_rows: u64,
     pub repaired_rows: u64,
+    /// The event count when a bit was last cleared (or the bitmap started empty); `None`
+    /// when unknown (a bitmap unreadable at assembly): no re-add is then partial.
+    pub cleared_events: Option<u64>,
 }
 
 /// Rows per bitmap region for an array of `rows` rows.
@@ -64,6 +73,7 @@ impl Controller {
         r.dirty = vec![false; regions];
         r.inflight = vec![0; regions];
         r.last_write = vec![None; regions];
+        r.cleared_events = Some(self.read_state().events);
         if let Some(d) = dirty_on_disk {
             for (i, &bit) in d.iter().enumerate().take(regions) {
                 if bit {
@@ -73,6 +83,24 @@ impl Controller {
             }
             r.todo.reverse();
         }
+    }
+
+    /// Take the bits the members' bitmaps hold (set while a slot was not in sync, kept for
+    /// `ctl re-add`) and when they were last cleared, as assembly found them. The bits are
+    /// not queued for resync (`init_intent` queues those of an unclean stop).
+    pub fn init_kept(&self, kept: &[bool], cleared_events: Option<u64>) {
+        let mut r = self.resync_lock();
+        for (d, &k) in r.dirty.iter_mut().zip(kept) {
+            *d |= k;
+        }
+        r.cleared_events = cleared_events;
+    }
+
+    /// Whether bits may be cleared: every slot in sync and the array alive. Otherwise a
+    /// slot's member is missing writes, and the bits of the regions written since it left
+    /// are what lets `ctl re-add` resync only those.
+    fn clearable(st: &super::State) -> bool {
+        st.dead.is_none() && st.array.failed().is_empty()
     }
 
     /// Before writing rows `r0..=r1`: set their regions' bits, durable before returning.
@@ -95,7 +123,7 @@ impl Controller {
             if self.is_clean() {
                 self.set_clean(false);
             }
-            if let Err(e) = self.meta.write_intent(&r.dirty) {
+            if let Err(e) = self.meta.write_intent(&r.dirty, r.cleared_events) {
                 // The bit is durable only on the devices that took it: the others are failed
                 // before any data is written under it (md fails a member whose bitmap write
                 // fails), and the write fails if that leaves too few.
@@ -123,7 +151,8 @@ impl Controller {
     }
 
     /// Clear the bits of regions idle for `CLEAR_AFTER` (all idle ones when `all`), except
-    /// those still queued for resync. Returns how many were cleared.
+    /// those still queued for resync. Returns how many were cleared. Nothing is cleared
+    /// while a slot is not in sync (see the module doc).
     ///
     /// The members are synced first: a cleared bit must never be durable while a write of
     /// its region is not, or a crash could leave that row's data and parity out of step
@@ -134,6 +163,9 @@ impl Controller {
             r.inflight[g] == 0
                 && (all || r.last_write[g].is_none_or(|t| now.duration_since(t) >= CLEAR_AFTER))
         };
+        if !Self::clearable(&self.read_state()) {
+            return 0;
+        }
         let candidates: Vec<usize> = {
             let r = self.resync_lock();
             let now = Instant::now();
@@ -148,6 +180,16 @@ impl Controller {
         // A member that fails its sync is failed; its rows are then degraded, not torn.
         let _ = self.sync_slots(super::SlotSet::all(self.shape.disks));
         let mut r = self.resync_lock();
+        // Checked again under the bitmap's lock: a member failing from here on did hold
+        // every write of the regions cleared (they all ended before the sync above), and
+        // the event recorded is at most the last one it was in sync at.
+        let events = {
+            let st = self.read_state();
+            if !Self::clearable(&st) {
+                return 0;
+            }
+            st.events
+        };
         let mut cleared = 0;
         for g in candidates {
             let untouched = r.inflight[g] == 0 && r.last_write[g].is_none_or(|t| t <= synced_at);
@@ -157,7 +199,8 @@ impl Controller {
             }
         }
         if cleared > 0 {
-            if let Err(e) = self.meta.write_intent(&r.dirty) {
+            r.cleared_events = Some(events);
+            if let Err(e) = self.meta.write_intent(&r.dirty, r.cleared_events) {
                 drop(r);
                 let _ = self.fail_meta_devices(&e);
             }

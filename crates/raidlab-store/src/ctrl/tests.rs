@@ -24,7 +24,7 @@ impl MetaSink for Arc<Recorder> {
         *self.last.lock().unwrap() = Some(snap.clone());
         Ok(())
     }
-    fn write_intent(&self, dirty: &[bool]) -> Result<(), MetaError> {
+    fn write_intent(&self, dirty: &[bool], _cleared: Option<u64>) -> Result<(), MetaError> {
         *self.intent.lock().unwrap() = dirty.to_vec();
         Ok(())
     }

@@ -222,9 +222,13 @@ impl Monitor {
             "RebuildStarted",
             device,
             &format!(
-                "rebuild of slot {slot} onto {} started ({} order, {:.1}% already done)",
+                "rebuild of slot {slot} onto {} started ({} order{}, {:.1}% already done)",
                 device.unwrap_or("-"),
                 st["rebuild"]["order"].as_str().unwrap_or("sequential"),
+                match st["rebuild"]["regions"].as_u64() {
+                    Some(g) => format!(", partial re-add of {g} dirty region(s)"),
+                    None => String::new(),
+                },
                 done * 100.0
             ),
             json!({ "slot": slot, "units": units, "fraction": done }),
@@ -279,7 +283,15 @@ impl Monitor {
             let secs = w
                 .as_ref()
                 .map_or(0.0, |w| w.started.elapsed().as_secs_f64());
-            let bytes = w.as_ref().map_or(0, |w| w.units) * self.chunk_bytes;
+            // What the rebuild wrote, when it is the last one the status reports (a partial
+            // re-add writes its dirty regions only); else the units it started with.
+            let last = &st["last_rebuild"];
+            let bytes = match last["slot"].as_u64() {
+                Some(s) if s == slot && last["device"].as_str() == new.1.as_deref() => {
+                    last["bytes"].as_u64().unwrap_or(0)
+                }
+                _ => w.as_ref().map_or(0, |w| w.units) * self.chunk_bytes,
+            };
             let rate = if secs > 0.0 {
                 bytes as f64 / secs / 1e6
             } else {

@@ -23,7 +23,10 @@
 //!    is resynced;
 //! 7. an unclean array's dirty regions are the OR of the live members' bitmaps; if any of
 //!    them cannot be read or is corrupt (a torn write), every region is dirty: a full resync
-//!    is always safe, a missed region is not.
+//!    is always safe, a missed region is not. The bitmaps are read on a clean start too:
+//!    their bits (kept while a slot was not in sync) and the event of their last clear
+//!    (the latest of the members', unknown when one is unreadable) decide which `ctl
+//!    re-add` may be partial.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +59,12 @@ pub struct Assembled {
     /// None when the array was stopped cleanly; otherwise the regions to resync (all of them
     /// when a live member's bitmap could not be read).
     pub dirty_regions: Option<Vec<bool>>,
+    /// The bits the live members' bitmaps hold (OR-ed; all set when one cannot be read),
+    /// clean or not: bits kept while a slot was not in sync stay set for `ctl re-add`.
+    pub kept_regions: Vec<bool>,
+    /// When the bitmaps' bits were last cleared (the latest of the live members'), `None`
+    /// when a bitmap is unreadable or does not record it: then no re-add is partial.
+    pub cleared_events: Option<u64>,
     /// Devices left out and slots missing, for the operator.
     pub warnings: Vec<String>,
     /// Devices left out as faulty (recorded failed or faulty, or an unusable superblock),
@@ -433,14 +442,19 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
         .iter()
         .filter(|f| f.sb.events == max)
         .all(|f| f.sb.clean);
+    let mut bitmap_warnings = Vec::new();
+    let (mut kept_regions, mut cleared_events) =
+        read_dirty(&shape, &holder, &found, &mut bitmap_warnings);
     let dirty_regions = if !forced.is_empty() {
         // Forced past a failure record or a stale member: nothing vouches for any row.
-        let rpr = rows_per_region(shape.rows());
-        Some(vec![true; shape.rows().div_ceil(rpr) as usize])
+        kept_regions.iter_mut().for_each(|b| *b = true);
+        cleared_events = None;
+        Some(kept_regions.clone())
     } else if clean {
         None
     } else {
-        Some(read_dirty(&shape, &holder, &found, &mut warnings))
+        warnings.extend(bitmap_warnings);
+        Some(kept_regions.clone())
     };
     let clean = clean && forced.is_empty();
     Ok(Assembled {
@@ -454,22 +468,26 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
         events: max,
         clean,
         dirty_regions,
+        kept_regions,
+        cleared_events,
         warnings,
         faulty,
         forced,
     })
 }
 
-/// OR of the live members' bitmaps; all regions when any of them is unusable.
+/// OR of the live members' bitmaps and the latest event their bits were cleared at; all
+/// regions and an unknown clearing when any of them is unusable.
 fn read_dirty(
     shape: &Shape,
     holder: &[Option<usize>],
     found: &[Found],
     warnings: &mut Vec<String>,
-) -> Vec<bool> {
+) -> (Vec<bool>, Option<u64>) {
     let rpr = rows_per_region(shape.rows());
     let regions = shape.rows().div_ceil(rpr) as usize;
     let mut dirty = vec![false; regions];
+    let mut cleared: Option<u64> = Some(0);
     for f in holder.iter().flatten().map(|&i| &found[i]) {
         let mut b = vec![0u8; BITMAP_BYTES];
         let got = f
@@ -490,14 +508,17 @@ fn read_dirty(
                 }
             });
         match got {
-            Ok(m) => dirty.iter_mut().zip(&m.dirty).for_each(|(d, &b)| *d |= b),
+            Ok(m) => {
+                dirty.iter_mut().zip(&m.dirty).for_each(|(d, &b)| *d |= b);
+                cleared = cleared.zip(m.cleared_events).map(|(a, b)| a.max(b));
+            }
             Err(e) => {
                 warnings.push(format!("{e}: resyncing every region"));
-                return vec![true; regions];
+                return (vec![true; regions], None);
             }
         }
     }
-    dirty
+    (dirty, cleared)
 }
 
 #[cfg(test)]

@@ -308,7 +308,7 @@ fn sink_records_are_what_assembly_sees() {
     sink.persist(&snap).unwrap();
     let mut dirty = vec![false; a.shape.rows() as usize];
     dirty[2] = true;
-    sink.write_intent(&dirty).unwrap();
+    sink.write_intent(&dirty, Some(1)).unwrap();
     drop((a, sink));
 
     let b = assemble(&c.dir).unwrap();

@@ -21,11 +21,30 @@ pub struct Bitmap {
     pub rows_per_region: u64,
     /// One entry per region.
     pub dirty: Vec<bool>,
+    /// The superblocks' event counter when a bit was last cleared (or the bitmap was
+    /// created): every region written since then still has its bit set, because bits are
+    /// never cleared while a slot is not in sync. `None` when not recorded (a bitmap of an
+    /// older raidlab): then no device can be re-added on the bitmap's word.
+    pub cleared_events: Option<u64>,
 }
 
-/// The on-disk bytes of a bitmap. At most `REGIONS_MAX` regions fit; the caller keeps
-/// `dirty` within that (the store's sink refuses longer ones before calling).
+/// Where the cleared-events field sits: the event count plus one (0: not recorded).
+const OFF_CLEARED: usize = 40;
+
+/// The on-disk bytes of a fresh bitmap, its bits kept since event `events`.
 pub fn encode_bitmap(events: u64, rows_per_region: u64, dirty: &[bool]) -> Vec<u8> {
+    encode_bitmap_kept(events, rows_per_region, dirty, Some(events))
+}
+
+/// The on-disk bytes of a bitmap whose bits were last cleared at event `cleared_events`.
+/// At most `REGIONS_MAX` regions fit; the caller keeps `dirty` within that (the store's sink
+/// refuses longer ones before calling).
+pub fn encode_bitmap_kept(
+    events: u64,
+    rows_per_region: u64,
+    dirty: &[bool],
+    cleared_events: Option<u64>,
+) -> Vec<u8> {
     let mut b = vec![0u8; BITMAP_BYTES];
     b[0..8].copy_from_slice(&MAGIC);
     b[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -33,6 +52,8 @@ pub fn encode_bitmap(events: u64, rows_per_region: u64, dirty: &[bool]) -> Vec<u
     b[24..32].copy_from_slice(&rows_per_region.to_le_bytes());
     let regions = dirty.len().min(REGIONS_MAX as usize);
     b[32..36].copy_from_slice(&(regions as u32).to_le_bytes());
+    let cleared = cleared_events.map_or(0, |e| e.saturating_add(1));
+    b[OFF_CLEARED..OFF_CLEARED + 8].copy_from_slice(&cleared.to_le_bytes());
     for (g, _) in dirty.iter().take(regions).enumerate().filter(|(_, &d)| d) {
         b[HEADER + g / 8] |= 1 << (g % 8);
     }
@@ -78,6 +99,16 @@ pub fn decode_bitmap(bytes: &[u8], path: &str) -> Result<Bitmap> {
              {regions} regions (expected at least 1 row per region, at most {REGIONS_MAX} regions)"
         )));
     }
+    let cleared_events = match get64(b, OFF_CLEARED) {
+        0 => None,
+        c if c - 1 <= events => Some(c - 1),
+        c => {
+            return Err(bad(format!(
+                "write-intent bitmap holds impossible values: cleared at event {}, after its own event {events}",
+                c - 1
+            )))
+        }
+    };
     let dirty = (0..regions as usize)
         .map(|g| b[HEADER + g / 8] & (1 << (g % 8)) != 0)
         .collect();
@@ -85,6 +116,7 @@ pub fn decode_bitmap(bytes: &[u8], path: &str) -> Result<Bitmap> {
         events,
         rows_per_region,
         dirty,
+        cleared_events,
     })
 }
 
@@ -106,8 +138,24 @@ mod tests {
         assert_eq!(b[24], 3);
         assert_eq!(b[32..36], [20, 0, 0, 0]);
         assert_eq!(b[64..67], [0b0000_0001, 0b0000_0010, 0b0000_1000]);
+        assert_eq!(
+            b[40..48],
+            [43, 0, 0, 0, 0, 0, 0, 0],
+            "cleared at 42, plus one"
+        );
         let m = decode_bitmap(&b, "x").unwrap();
         assert_eq!((m.events, m.rows_per_region, m.dirty), (42, 3, dirty));
+        assert_eq!(m.cleared_events, Some(42));
+        let k = encode_bitmap_kept(50, 3, &[true], Some(7));
+        assert_eq!(decode_bitmap(&k, "x").unwrap().cleared_events, Some(7));
+        let old = encode_bitmap_kept(50, 3, &[true], None);
+        assert_eq!(old[40..48], [0; 8], "an older raidlab's bitmap: zero");
+        assert_eq!(decode_bitmap(&old, "x").unwrap().cleared_events, None);
+        let future = encode_bitmap_kept(50, 3, &[true], Some(51));
+        assert!(decode_bitmap(&future, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("cleared at event 51"));
         let full = vec![true; REGIONS_MAX as usize];
         assert_eq!(
             decode_bitmap(&encode_bitmap(1, 1, &full), "x")

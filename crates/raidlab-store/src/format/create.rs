@@ -355,6 +355,7 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
             clean: !initial_resync,
             failed: false,
             former_slot: None,
+            left_in_sync: None,
             slots: vec![SlotState::InSync; spec.disks as usize],
         };
         // A new file reads as zeros already.

@@ -37,7 +37,8 @@
 //! | 128    | 8    | event counter                                                      |
 //! | 136    | 4    | flags: bit 0 = clean (no write can be in flight), bit 1 = failed (more members lost than the level survives: `serve --force` to start) |
 //! | 140    | 4    | a faulty device's former slot plus one (0: not recorded)           |
-//! | 144    | 112  | reserved, zero                                                     |
+//! | 144    | 8    | a faulty device's last event in sync in its slot, plus one (0: it was not in sync when it left, or not recorded); `ctl re-add` trusts its data up to there |
+//! | 152    | 104  | reserved, zero                                                     |
 //! | 256    | 256  | slot states, one byte per slot: 0 in sync, 1 failed, 2 recovering  |
 //! | 512    | 2048 | per slot, u64: rebuild checkpoint (rows below it rebuilt) of a recovering slot |
 //! | 2560   | 1536 | reserved, zero                                                     |
@@ -52,7 +53,9 @@
 //! | 16     | 8    | event counter of the superblocks when it was written               |
 //! | 24     | 8    | rows per region                                                    |
 //! | 32     | 4    | regions (bits in use, at most 32768)                               |
-//! | 36     | 28   | reserved, zero                                                     |
+//! | 36     | 4    | reserved, zero                                                     |
+//! | 40     | 8    | event counter when a bit was last cleared, plus one (0: not recorded); bits are kept while a slot is not in sync, so every region written since is set |
+//! | 48     | 16   | reserved, zero                                                     |
 //! | 64     | 4096 | bits: region `g` is bit `g % 8` of byte `g / 8`                    |
 //!
 //! # Array directory
@@ -70,7 +73,7 @@ pub mod size;
 pub mod superblock;
 
 pub use assemble::{assemble, assemble_with, Assembled};
-pub use bitmap::{decode_bitmap, encode_bitmap, Bitmap};
+pub use bitmap::{decode_bitmap, encode_bitmap, encode_bitmap_kept, Bitmap};
 pub use create::{create, CreateSpec, Created};
 pub use manifest::{
     add_to_manifest, parse_manifest, read_manifest, remove_from_manifest, write_manifest,

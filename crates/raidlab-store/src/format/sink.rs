@@ -4,7 +4,7 @@ use crate::sync::{Arc, Mutex};
 use std::collections::{HashMap, HashSet};
 
 use super::assemble::Assembled;
-use super::bitmap::encode_bitmap;
+use super::bitmap::encode_bitmap_kept;
 use super::superblock::{decode, DevRole, Superblock};
 use super::{new_uuid, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
 use crate::ctrl::sync::{rows_per_region, REGIONS_MAX};
@@ -34,6 +34,14 @@ struct Inner {
     dev_uuids: HashMap<String, [u8; 16]>,
     /// The slot each device last held: a faulty device's superblock records it.
     slot_of: HashMap<DevId, u32>,
+    /// The slot states of the last snapshot: a device that leaves a slot recorded in sync
+    /// was the slot's in-sync member up to `events`.
+    states: Vec<SlotState>,
+    /// Per faulty device: the last event it was in sync in its slot (its superblock records
+    /// it for `ctl re-add`), `None` when it was not.
+    left: HashMap<DevId, Option<u64>>,
+    /// When a bitmap bit was last cleared (`None`: unknown), written in every bitmap.
+    cleared: Option<u64>,
 }
 
 impl SuperblockSink {
@@ -53,6 +61,9 @@ impl SuperblockSink {
                 current: HashSet::new(),
                 dev_uuids: HashMap::new(),
                 slot_of: HashMap::new(),
+                states: vec![SlotState::InSync; shape.disks as usize],
+                left: HashMap::new(),
+                cleared: Some(events),
             }),
             shape,
         }
@@ -64,21 +75,29 @@ impl SuperblockSink {
         let s = SuperblockSink::new(&a.name, a.uuid, a.shape.clone(), a.events);
         {
             let mut inner = s.lock();
-            if let Some(d) = &a.dirty_regions {
-                if d.len() == inner.dirty.len() {
-                    inner.dirty = d.clone();
-                }
+            if a.kept_regions.len() == inner.dirty.len() {
+                inner.dirty = a.kept_regions.clone();
             }
+            inner.cleared = a.cleared_events;
+            inner.states = (0..a.shape.disks)
+                .map(|k| match (&a.devs[k as usize], a.recovering) {
+                    (Some(_), Some((r, cp))) if r == k => SlotState::Recovering { checkpoint: cp },
+                    (Some(_), _) => SlotState::InSync,
+                    (None, _) => SlotState::Failed,
+                })
+                .collect();
             inner.slot_devs = a.devs.clone();
             for (s, d) in a.devs.iter().enumerate() {
                 if let Some(d) = d {
                     inner.slot_of.insert(d.identity(), s as u32);
                 }
             }
-            for (d, s) in &a.faulty {
-                if *s != u32::MAX {
-                    inner.slot_of.insert(d.identity(), *s);
+            for (d, slot) in &a.faulty {
+                if *slot != u32::MAX {
+                    inner.slot_of.insert(d.identity(), *slot);
                 }
+                let left = s.left_in_sync_of(d.as_ref());
+                inner.left.insert(d.identity(), left);
             }
             inner.current = a
                 .devs
@@ -92,6 +111,34 @@ impl SuperblockSink {
 
     fn lock(&self) -> crate::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A device's own superblock, when it is readable and this array's (same UUID and
+    /// shape); `Err` says why not.
+    fn own_superblock(&self, dev: &dyn Member) -> Result<Superblock, String> {
+        let mut b = [0u8; SUPERBLOCK_BYTES];
+        dev.read_at(&mut b, SUPERBLOCK_OFFSET)
+            .map_err(|e| format!("its superblock cannot be read ({e})"))?;
+        let sb = decode(&b, dev.path()).map_err(|e| e.to_string())?;
+        if sb.array_uuid != self.uuid {
+            return Err(format!(
+                "it belongs to another array (uuid {})",
+                super::uuid_string(&sb.array_uuid)
+            ));
+        }
+        if sb.shape() != self.shape {
+            return Err("its superblock describes another shape of array".into());
+        }
+        Ok(sb)
+    }
+
+    /// What a device's superblock says of the slot it left in sync and when: a faulty
+    /// device's recorded `left_in_sync`, or, for one still claiming its slot (its superblock
+    /// missed the updates since), its own events when its own table has the slot in sync.
+    fn left_in_sync_of(&self, dev: &dyn Member) -> Option<u64> {
+        readd_record(self.own_superblock(dev).ok()?)
+            .ok()
+            .map(|(_, e)| e)
     }
 
     /// The device's UUID: remembered, or read from its superblock when it is this array's,
@@ -134,6 +181,7 @@ impl SuperblockSink {
             clean: snap.clean,
             failed: snap.failed,
             former_slot,
+            left_in_sync: None,
             slots: snap
                 .slots
                 .iter()
@@ -174,14 +222,44 @@ impl MetaSink for SuperblockSink {
             return Err(err);
         }
         let mut inner = self.lock();
+        // A device newly faulty that held a slot recorded in sync at the last update was
+        // that slot's in-sync member up to then (a replacement being rebuilt was not).
+        for d in &snap.faulty {
+            let id = d.identity();
+            if inner.left.contains_key(&id) {
+                continue;
+            }
+            let held = inner.slot_devs.iter().position(|s| {
+                s.as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(s, d) || s.identity() == id)
+            });
+            let left = held
+                .filter(|&s| inner.states.get(s) == Some(&SlotState::InSync))
+                .map(|_| inner.events);
+            inner.left.insert(id, left);
+        }
+        for d in snap
+            .slots
+            .iter()
+            .filter_map(|(d, _)| d.as_ref())
+            .chain(&snap.spares)
+        {
+            inner.left.remove(&d.identity());
+        }
         inner.events = snap.events;
+        inner.states = snap.slots.iter().map(|(_, st)| *st).collect();
         inner.slot_devs = snap.slots.iter().map(|(d, _)| d.clone()).collect();
         for (s, (d, _)) in snap.slots.iter().enumerate() {
             if let Some(d) = d {
                 inner.slot_of.insert(d.identity(), s as u32);
             }
         }
-        let bitmap = encode_bitmap(snap.events, self.rows_per_region, &inner.dirty);
+        let bitmap = encode_bitmap_kept(
+            snap.events,
+            self.rows_per_region,
+            &inner.dirty,
+            inner.cleared,
+        );
         let mut current = HashSet::new();
         let mut written: Vec<(&Arc<dyn Member>, bool)> = Vec::new();
         let roles = snap
@@ -194,16 +272,19 @@ impl MetaSink for SuperblockSink {
         for (dev, role) in roles {
             let faulty = role == DevRole::Faulty;
             let u = self.dev_uuid(&mut inner, dev.as_ref());
-            let former = if faulty {
-                inner.slot_of.get(&dev.identity()).copied()
-            } else {
-                None
-            };
-            let mut r = dev
-                .write_at(
-                    &self.superblock(snap, role, u, former).encode(),
-                    SUPERBLOCK_OFFSET,
+            let (former, left) = if faulty {
+                let id = dev.identity();
+                (
+                    inner.slot_of.get(&id).copied(),
+                    inner.left.get(&id).copied().flatten(),
                 )
+            } else {
+                (None, None)
+            };
+            let mut sb = self.superblock(snap, role, u, former);
+            sb.left_in_sync = left;
+            let mut r = dev
+                .write_at(&sb.encode(), SUPERBLOCK_OFFSET)
                 .map_err(|e| format!("writing the superblock: {e}"));
             if let (Ok(()), DevRole::Slot(_)) = (&r, role) {
                 if inner.current.contains(dev.path()) {
@@ -240,7 +321,7 @@ impl MetaSink for SuperblockSink {
         }
     }
 
-    fn write_intent(&self, dirty: &[bool]) -> Result<(), MetaError> {
+    fn write_intent(&self, dirty: &[bool], cleared: Option<u64>) -> Result<(), MetaError> {
         if dirty.len() as u64 > REGIONS_MAX {
             return Err(MetaError {
                 devices: Vec::new(),
@@ -253,7 +334,8 @@ impl MetaSink for SuperblockSink {
         }
         let mut inner = self.lock();
         inner.dirty = dirty.to_vec();
-        let bytes = encode_bitmap(inner.events, self.rows_per_region, dirty);
+        inner.cleared = cleared;
+        let bytes = encode_bitmap_kept(inner.events, self.rows_per_region, dirty, cleared);
         let devs: Vec<Arc<dyn Member>> = inner.slot_devs.iter().flatten().cloned().collect();
         let mut err = MetaError::default();
         let mut current = HashSet::new();
@@ -284,6 +366,33 @@ impl MetaSink for SuperblockSink {
         } else {
             Err(err)
         }
+    }
+
+    fn readd_record(&self, dev: &dyn Member) -> Result<(u32, u64), String> {
+        readd_record(self.own_superblock(dev)?)
+    }
+}
+
+/// The slot a device left in sync and the last event it was in sync there, from its own
+/// superblock: a faulty device's former slot and `left_in_sync`, or a device whose
+/// superblock still claims a slot its own table records in sync (it missed the updates
+/// that took it out: its data holds every write up to its events).
+fn readd_record(sb: Superblock) -> Result<(u32, u64), String> {
+    match sb.role {
+        DevRole::Faulty => match (sb.former_slot, sb.left_in_sync) {
+            (Some(s), Some(e)) => Ok((s, e)),
+            (None, _) => Err("its superblock does not record the slot it was taken out of".into()),
+            (Some(s), None) => Err(format!(
+                "it was not the in-sync member of slot {s} when it left (a replacement being rebuilt, or a device whose superblock was unusable)"
+            )),
+        },
+        DevRole::Slot(s) if sb.slots.get(s as usize) == Some(&SlotState::InSync) => {
+            Ok((s, sb.events))
+        }
+        DevRole::Slot(s) => Err(format!(
+            "its superblock has slot {s} not in sync (a replacement being rebuilt)"
+        )),
+        DevRole::Spare => Err("it was a spare, never a member".into()),
     }
 }
 
@@ -376,7 +485,7 @@ mod tests {
             vec![false; 8]
         );
         // The device UUID is kept across persists; the spare's bitmap is not maintained.
-        sink.write_intent(&[true; 8]).unwrap();
+        sink.write_intent(&[true; 8], Some(5)).unwrap();
         a.read_at(&mut bm, BITMAP_OFFSET).unwrap();
         assert_eq!(
             super::super::decode_bitmap(&bm, "a").unwrap().dirty,
@@ -388,6 +497,6 @@ mod tests {
         })
         .unwrap();
         assert_eq!(sb_of(a.as_ref()).device_uuid, sa.device_uuid);
-        assert!(sink.write_intent(&vec![false; 40000]).is_err());
+        assert!(sink.write_intent(&vec![false; 40000], None).is_err());
     }
 }

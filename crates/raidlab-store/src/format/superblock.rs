@@ -24,6 +24,8 @@ const FLAG_CLEAN: u32 = 1;
 const FLAG_FAILED: u32 = 2;
 /// The slot a faulty device was taken out of, plus one (0: not recorded).
 const OFF_FORMER_SLOT: usize = 140;
+/// A faulty device's last event in sync in its slot, plus one (0: not in sync when it left).
+const OFF_LEFT_IN_SYNC: usize = 144;
 const OFF_CRC: usize = 12;
 const OFF_STATES: usize = 256;
 const OFF_CHECKPOINTS: usize = 512;
@@ -57,6 +59,10 @@ pub struct Superblock {
     pub failed: bool,
     /// For a faulty device: the slot it was taken out of, when recorded.
     pub former_slot: Option<u32>,
+    /// For a faulty device: the last event at which it was the in-sync member of its slot
+    /// (its data holds every write up to its failure). `None` when it was not in sync when
+    /// it left (a replacement being rebuilt, a spare) or when this was not recorded.
+    pub left_in_sync: Option<u64>,
     /// One entry per slot (`disks` of them).
     pub slots: Vec<SlotState>,
 }
@@ -105,6 +111,11 @@ impl Superblock {
             &mut b,
             OFF_FORMER_SLOT,
             self.former_slot.map_or(0, |s| s.saturating_add(1)),
+        );
+        put64(
+            &mut b,
+            OFF_LEFT_IN_SYNC,
+            self.left_in_sync.map_or(0, |e| e.saturating_add(1)),
         );
         for (i, st) in self.slots.iter().take(DISKS_MAX as usize).enumerate() {
             let (code, cp) = match *st {
@@ -328,6 +339,16 @@ pub fn decode(bytes: &[u8], path: &str) -> Result<Superblock> {
             )))
         }
     };
+    let left_in_sync = match get64(b, OFF_LEFT_IN_SYNC) {
+        0 => None,
+        e if e - 1 <= events => Some(e - 1),
+        e => {
+            return Err(impossible(format!(
+                "left its slot in sync at event {}, after its own event {events}",
+                e - 1
+            )))
+        }
+    };
     let rows = member_data_bytes / chunk_bytes;
     let mut slots = Vec::with_capacity(disks as usize);
     for i in 0..disks as usize {
@@ -363,6 +384,7 @@ pub fn decode(bytes: &[u8], path: &str) -> Result<Superblock> {
         clean: flags & FLAG_CLEAN != 0,
         failed: flags & FLAG_FAILED != 0,
         former_slot,
+        left_in_sync,
         slots,
     })
 }
@@ -388,6 +410,7 @@ mod tests {
             clean: true,
             failed: false,
             former_slot: None,
+            left_in_sync: None,
             slots: vec![
                 SlotState::InSync,
                 SlotState::Failed,
@@ -411,6 +434,7 @@ mod tests {
                 clean: false,
                 failed: role == DevRole::Slot(0),
                 former_slot: (role == DevRole::Faulty).then_some(3),
+                left_in_sync: (role == DevRole::Faulty).then_some(0x0102),
                 ..sample()
             };
             assert_eq!(decode(&s.encode(), "x").unwrap(), s);
@@ -442,6 +466,7 @@ mod tests {
         assert_eq!(b[120..128], [0, 0x20, 0, 0, 0, 0, 0, 0]); // 8192
         assert_eq!(b[128..136], [8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(b[136..140], [1, 0, 0, 0]); // clean
+        assert_eq!(b[144..152], [0; 8]); // not a faulty device
         assert_eq!(b[256..261], [0, 1, 2, 0, 0]);
         assert_eq!(b[512 + 16..512 + 24], [7, 0, 0, 0, 0, 0, 0, 0]);
         let crc = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
@@ -499,6 +524,10 @@ mod tests {
             (|b| put32(b, 92, 4), "role (slot) 4"),
             (|b| put32(b, 136, 6), "unknown flags"),
             (|b| put32(b, OFF_FORMER_SLOT, 5), "former slot 4"),
+            (
+                |b| put64(b, OFF_LEFT_IN_SYNC, u64::MAX),
+                "left its slot in sync",
+            ),
             (|b| b[OFF_STATES + 1] = 9, "slot 1 state 9"),
             (|b| put64(b, OFF_CHECKPOINTS + 16, 65), "checkpoint 65"),
             (|b| b[60] = b'z', "after its NUL"),
