@@ -56,6 +56,11 @@ TOLERANCE = {
 def zipf_trace(path: Path, alpha: float, nkeys: int, requests: int, seed: int, size: int) -> int:
     """An oracleGeneral file of Zipf(alpha) requests over shuffled ranks, every object `size`
     bytes, `next_access_vtime` filled in (Belady reads it). Returns the footprint."""
+    return int(np.unique(zipf_ids(path, alpha, nkeys, requests, seed, size)).size)
+
+
+def zipf_ids(path: Path, alpha: float, nkeys: int, requests: int, seed: int, size: int) -> np.ndarray:
+    """`zipf_trace`'s file; returns the requested ids in order."""
     rng = np.random.default_rng(seed)
     cdf = np.cumsum(1.0 / np.arange(1, nkeys + 1, dtype=np.float64) ** alpha)
     cdf /= cdf[-1]
@@ -69,7 +74,7 @@ def zipf_trace(path: Path, alpha: float, nkeys: int, requests: int, seed: int, s
     rec = np.zeros(requests, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
     rec["id"], rec["size"], rec["next"] = ids, size, nxt
     rec.tofile(path)
-    return int(np.unique(ids).size)
+    return ids
 
 
 def _theirs(lcs, cls: str, trace: Path, capacities: list[int], requests: int) -> list[int]:

@@ -82,32 +82,13 @@ def test_every_shared_policy_matches_the_wheel_on_cloudphysics(lcs, traces, tmp_
     _assert_within_tolerance(lcs_parity.cloudphysics_rows(lcs, traces), "cloudphysics")
 
 
-def _zipf_oracle_trace(path, np, requests: int, nkeys: int, size: int):
-    """The benchmark's Zipf(0.9) trace (as above) with `next_access_vtime` filled in, which
-    libCacheSim's Belady reads: the index of the object's next request, -1 for none."""
-    rng = np.random.default_rng(7)
-    cdf = np.cumsum(1.0 / np.arange(1, nkeys + 1, dtype=np.float64) ** 0.9)
-    cdf /= cdf[-1]
-    ids = rng.permutation(nkeys).astype(np.uint64)[np.searchsorted(cdf, rng.random(requests))]
-    nxt = np.full(requests, -1, dtype=np.int64)
-    last: dict[int, int] = {}
-    for i in range(requests - 1, -1, -1):
-        k = int(ids[i])
-        nxt[i] = last.get(k, -1)
-        last[k] = i
-    rec = np.zeros(requests, dtype=[("t", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
-    rec["id"], rec["size"], rec["next"] = ids, size, nxt
-    rec.tofile(path)
-    return ids
-
-
 def test_opt_matches_the_wheels_belady(lcs, tmp_path) -> None:
     """raidlab's `opt` (block mode, unit sizes) against libCacheSim's `Belady` on the
     benchmark's trace: the same miss counts at 1 %, 10 % and an odd share of the footprint."""
     np = pytest.importorskip("numpy")
     requests, nkeys = 200_000, 20_000
     trace = tmp_path / "zipf-next.oracleGeneral.bin"
-    ids = _zipf_oracle_trace(trace, np, requests, nkeys, 1)
+    ids = lcs_parity.zipf_ids(trace, 0.9, nkeys, requests, 7, 1)
     footprint = int(np.unique(ids).size)
     capacities = [round(footprint * 0.01), round(footprint * 0.1), 4 * (footprint // 40) + 2]
     cfg = {
