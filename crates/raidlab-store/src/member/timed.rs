@@ -350,6 +350,7 @@ impl TimedMember {
 
     /// Sleep until model time `t_ns` (`thread::sleep`, then again if it woke early).
     fn sleep_until(&self, t_ns: u64) {
+        fine_timer_slack();
         let target = Duration::from_nanos(t_ns);
         loop {
             let now = Instant::now().duration_since(self.epoch);
@@ -392,6 +393,25 @@ impl Member for TimedMember {
     fn timing(&self) -> Option<TimingStatus> {
         Some(self.status())
     }
+}
+
+/// Linux lets a sleeping thread wake up to its timer slack late (50 us by default) so that
+/// wake-ups can be merged; a timed member's sleeps are its service times, so the threads that
+/// sleep in one ask for 1 us (once per OS thread, for the rest of its life: it only makes its
+/// timers more precise).
+fn fine_timer_slack() {
+    std::thread_local! {
+        static DONE: Cell<bool> = const { Cell::new(false) };
+    }
+    DONE.with(|d| {
+        if !d.replace(true) {
+            // SAFETY: PR_SET_TIMERSLACK takes one integer argument and changes only the
+            // calling thread's timer slack; a failure leaves the default, which is harmless.
+            unsafe {
+                libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+            }
+        }
+    });
 }
 
 /// The names `--timing` accepts as a model: the core's presets and `constant`.
