@@ -57,7 +57,7 @@ pub const BOUND_DEFAULT: u32 = 256;
 pub const BOUND_MAX: u32 = 4096;
 
 crate::sync::thread_local! {
-    static THREAD_CLASS: Cell<Class> = Cell::new(Class::Foreground);
+    static THREAD_CLASS: Cell<Class> = const { Cell::new(Class::Foreground) };
 }
 
 /// The priority class of the member I/O this thread issues from now on (the rebuild thread
