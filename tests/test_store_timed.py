@@ -41,6 +41,9 @@ def test_timed_members_take_their_model_time_and_show_it(tmp_path: Path, store_s
     assert 0 < members[1]["timing"]["service_us_mean"] < 2000.0
     text = cli_ok("ctl", d, "status")
     assert "sata_ssd,scheduler=sstf" in text and "service us" in text, text
+    prom = cli_ok("ctl", d, "status", "--prometheus")
+    assert f'raidlab_member_timed_service_us_mean{{array="{d}",slot="0"}} 2000' in prom, prom
+    assert "# TYPE raidlab_member_timed_ops_total counter" in prom
     srv.stop()
     # Untimed again: no timing in the status.
     srv = store_servers.start(d)
