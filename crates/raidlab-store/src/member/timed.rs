@@ -318,7 +318,9 @@ impl TimedMember {
         drop(st);
         // Member I/O is where other threads can observe this one: a scheduling point.
         crate::sync::switch();
-        let r = io_fn();
+        // A panic in the inner member still completes the operation (the NBD server turns
+        // a backend's panic into an error reply and goes on: the disk must not stay busy).
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(io_fn));
         self.sleep_until(grant.done_ns);
         let mut st = self.lock();
         let now = self.now_ns(&mut st);
@@ -345,7 +347,8 @@ impl TimedMember {
         st.free.push(token);
         self.room.notify_one();
         self.start_ready(&mut st, now);
-        r
+        drop(st);
+        r.unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
 
     /// Sleep until model time `t_ns` (`thread::sleep`, then again if it woke early).

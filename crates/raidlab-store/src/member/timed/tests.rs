@@ -295,6 +295,45 @@ fn inner_errors_reach_the_caller_and_the_disk_moves_on() {
     assert_eq!(m.timing().unwrap().ops, 3);
 }
 
+#[test]
+fn a_panic_in_the_inner_member_still_completes_the_operation() {
+    #[derive(Debug)]
+    struct Panics(MemMember);
+    impl Member for Panics {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            if offset == 0 {
+                panic!("inner member panicked");
+            }
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn sync(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn len_bytes(&self) -> u64 {
+            self.0.len_bytes()
+        }
+        fn path(&self) -> &str {
+            "panics"
+        }
+        fn identity(&self) -> DevId {
+            DevId::Mem(1)
+        }
+    }
+    let m = timed(
+        Arc::new(Panics(MemMember::new("p", 1 << 16))),
+        "constant,read-ms=0.1",
+    );
+    let mut b = [0u8; 512];
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.read_at(&mut b, 0)));
+    assert!(r.is_err());
+    m.read_at(&mut b, 512).unwrap();
+    let s = m.status();
+    assert_eq!((s.ops, s.queue_now), (2, 0));
+}
+
 /// A member that claims `len` bytes and holds none (only its length is asked).
 #[derive(Debug)]
 struct Huge(u64);
