@@ -15,6 +15,7 @@ from store_fixtures import (
     create_array,
     status,
     store_servers,  # noqa: F401 (fixture)
+    wait_until,
 )
 
 
@@ -37,6 +38,8 @@ def test_timed_members_take_their_model_time_and_show_it(tmp_path: Path, store_s
         assert tm["ops"] >= 32, m
         assert tm["queue_max"] >= 1 and tm["queue_now"] == 0, m
         assert tm["late_us_mean"] >= 0, m
+        # The check's reads carry the background class (foreground, destage, rebuild, background).
+        assert tm["class_ops"][3] >= 32, m
     assert members[0]["timing"]["service_us_mean"] == 2000.0
     assert 0 < members[1]["timing"]["service_us_mean"] < 2000.0
     text = cli_ok("ctl", d, "status")
@@ -48,6 +51,23 @@ def test_timed_members_take_their_model_time_and_show_it(tmp_path: Path, store_s
     # Untimed again: no timing in the status.
     srv = store_servers.start(d)
     assert all(m["timing"] is None for m in status(d)["members"])
+    srv.stop()
+
+
+def test_a_rebuild_onto_a_timed_spare_carries_the_rebuild_class(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    d = tmp_path / "arr"
+    create_array(d, "raid5", 4, size="2MiB", spares=1)
+    srv = store_servers.start(d, "--timing", "constant,read-ms=1,write-ms=1")
+    cli_ok("ctl", d, "fail", "2")
+    st = wait_until(
+        lambda: (s := status(d))["last_rebuild"] and s["state"] in ("clean", "active") and s,
+        120,
+        "the rebuild onto the spare",
+    )
+    # 32 rows: the survivors read and the spare written in the rebuild class.
+    assert st["members"][2]["path"].endswith("spare0"), st["members"][2]
+    assert st["members"][2]["timing"]["class_ops"][2] >= 32, st["members"][2]
+    assert st["members"][0]["timing"]["class_ops"][2] >= 32, st["members"][0]
     srv.stop()
 
 

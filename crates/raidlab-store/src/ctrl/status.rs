@@ -21,6 +21,8 @@ fn timing_json(t: &TimingStatus) -> Value {
         "queue_now": t.queue_now,
         "utilization": t.utilization,
         "seek_cylinders": t.device.seek_cylinders,
+        // Operations started per priority class: foreground, destage, rebuild, background.
+        "class_ops": t.device.class_ops,
     })
 }
 
