@@ -117,6 +117,7 @@ def serve(
     log_level: str = "info",
     event_program: str | None = None,
     event_timeout: float = 30.0,
+    timing: str | None = None,
 ) -> str: ...
 def ctl_request(dir: str, request: str) -> str: ...
 def replay(

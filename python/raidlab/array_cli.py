@@ -6,6 +6,7 @@
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
+                      [--timing "[SLOT=]MODEL[,scheduler=S,...] ..."]
                       [--tls off|on|require --tls-certificates DIR [--tls-verify-peer]]
                       [--force] [--read-only] [--pid-file PATH]
                       [--log-format text|json] [--log-level L] [--event-program PROG] [--save-config]
@@ -197,6 +198,7 @@ def _serve(args: argparse.Namespace) -> int:
                 log_level=args.log_level,
                 event_program=args.event_program,
                 event_timeout=args.event_timeout,
+                timing=args.timing,
             )
         )
     finally:
@@ -233,6 +235,24 @@ def _status_text(st: dict[str, Any], console: Console) -> None:
             str(m["slot"]), m["path"] or "-", m["state"], f"{m['read_blocks']:,}", f"{m['write_blocks']:,}", str(m["errors"])
         )
     console.print(t)
+    timed = [m for m in st["members"] if m.get("timing")]
+    if timed:
+        t = Table(box=None)
+        for col in ("slot", "timing", "ops", "service us", "wait us", "late us", "queue max", "busy"):
+            t.add_column(col, justify="left" if col == "timing" else "right")
+        for m in timed:
+            tm = m["timing"]
+            t.add_row(
+                str(m["slot"]),
+                tm["spec"],
+                f"{tm['ops']:,}",
+                f"{tm['service_us_mean']:,.0f}",
+                f"{tm['wait_us_mean']:,.0f}",
+                f"{tm['late_us_mean']:,.0f}",
+                str(tm["queue_max"]),
+                f"{tm['utilization']:.0%}",
+            )
+        console.print(t)
     for p in st["spares"]:
         console.print(f"spare: {p}")
     for f in st["faulty"]:
@@ -489,6 +509,13 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     s.add_argument("--rebuild-min-kib", type=positive_int, default=None, help="md's speed_limit_min, KiB/s per member")
     s.add_argument("--rebuild-max-kib", type=positive_int, default=None, help="md's speed_limit_max, KiB/s per member")
     s.add_argument("--workers", type=positive_int, default=None, help="NBD worker threads")
+    s.add_argument(
+        "--timing",
+        default=None,
+        metavar='"[SLOT=]MODEL[,KEY=V...] ..."',
+        help="disk-timed members: each operation takes the time of a core disk model (wd10eals, cheetah9lp, sata_ssd, constant, ...); "
+        "keys scheduler=fcfs|sstf|clook, ncq=N, aging-ms=MS, queue=N (docs/store.md: Disk-timed members)",
+    )
     w = s.add_argument_group("write-back cache (docs/store.md: what each backup promises)")
     w.add_argument("--write-cache-mib", type=mib_size, default=None, help="write-back cache size: MiB, or with a unit such as 256MiB (default: none, writes go to the members)")
     w.add_argument("--destage", default="stow", help="destage order: lrw, cscan, wow or stow (default)")

@@ -119,6 +119,18 @@ def prometheus(st: dict[str, Any], array: str) -> str:
         "1 when the slot's member is in sync.",
         [(f',slot="{m["slot"]}"', 1.0 if m["state"] == "in_sync" else 0.0) for m in st["members"]],
     )
+    timed = [m for m in st["members"] if m.get("timing")]
+    if timed:
+        # Disk-timed members (serve --timing): the model's counters.
+        for name, kind, help, key in [
+            ("member_timed_ops_total", "counter", "Operations a disk-timed member completed.", "ops"),
+            ("member_timed_service_us_mean", "gauge", "Mean model service time, microseconds.", "service_us_mean"),
+            ("member_timed_wait_us_mean", "gauge", "Mean model queue wait, microseconds.", "wait_us_mean"),
+            ("member_timed_late_us_mean", "gauge", "Mean lateness of real completions behind the model, microseconds.", "late_us_mean"),
+            ("member_timed_queue_max", "gauge", "Largest number of operations present at once.", "queue_max"),
+            ("member_timed_utilization", "gauge", "Fraction of time with an operation in service.", "utilization"),
+        ]:
+            metric(name, kind, help, [(f',slot="{m["slot"]}"', m["timing"][key]) for m in timed])
     rb = st.get("rebuild")
     metric("rebuild_fraction", "gauge", "Rebuild progress, 0 to 1 (0 when none runs).", [("", rb["fraction"] if rb else 0.0)])
     rs = st["resync"]

@@ -43,6 +43,7 @@ KEYS: dict[str, tuple[str, tuple[type, ...], str]] = {
     "rebuild-min-kib": ("rebuild_min_kib", (int,), "KiB/s as a positive integer"),
     "rebuild-max-kib": ("rebuild_max_kib", (int,), "KiB/s as a positive integer"),
     "workers": ("workers", (int,), "a positive integer"),
+    "timing": ("timing", (str,), 'a string such as "wd10eals,scheduler=sstf"'),
     "log-format": ("log_format", (str,), '"text" or "json"'),
     "log-level": ("log_level", (str,), '"error", "warn", "info" or "debug"'),
     "event-program": ("event_program", (str,), "a program path"),

@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -85,6 +85,7 @@ pub fn serve(
     log_level: &str,
     event_program: Option<&str>,
     event_timeout: f64,
+    timing: Option<&str>,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -112,6 +113,8 @@ pub fn serve(
     .map_err(|e| to_py(py, e))?;
     opts.force = force;
     opts.read_only = read_only;
+    opts.timing = raidlab_store::member::timed::TimingOptions::parse(timing.unwrap_or(""))
+        .map_err(|e| to_py(py, e))?;
     opts.log =
         raidlab_store::log::Config::parse(log_format, log_level).map_err(|e| to_py(py, e))?;
     opts.event_program = event_program

@@ -67,6 +67,9 @@ pub struct Served {
     pub checks: Arc<Checks>,
     /// How long a connection may idle before it is closed (`None`: [`IDLE_MAX`]).
     pub idle_max: Option<Duration>,
+    /// `serve --timing`: a spare added, or a device re-added by path, is timed as the
+    /// spares are.
+    pub timing: crate::member::timed::TimingOptions,
 }
 
 /// What `ctl status` shows: the controller's status and the last check job.
@@ -407,7 +410,7 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Val
             let Some(path) = req.get("path").and_then(Value::as_str) else {
                 return fail("add-spare: expected a path");
             };
-            devices::add_spare(dir, ctl, locks, path)
+            devices::add_spare(dir, ctl, locks, path, &served.timing)
         }
         "remove" => {
             let Some(target) = req.get("target").and_then(Value::as_str) else {
@@ -431,7 +434,7 @@ pub fn handle(req: &Value, dir: &Path, ctl: &Controller, served: &Served) -> Val
             let done = if ctl.knows_faulty(target) {
                 ctl.re_add(target).map_err(|e| e.to_string())
             } else {
-                devices::re_add_path(dir, ctl, locks, target)
+                devices::re_add_path(dir, ctl, locks, target, &served.timing)
             };
             match done {
                 Ok(r) => {

@@ -11,9 +11,24 @@ use super::fail;
 use crate::ctrl::Controller;
 use crate::device::{self, Locks};
 use crate::format;
+use crate::member::timed::TimingOptions;
 use crate::member::{FileMember, Member};
 
-pub(super) fn add_spare(dir: &Path, ctl: &Controller, locks: &Locks, path: &str) -> Value {
+/// A device brought in at run time, timed as `serve --timing` times the spares.
+fn timed(dev: Arc<dyn Member>, timing: &TimingOptions) -> Result<Arc<dyn Member>, String> {
+    match timing.for_slot(None) {
+        Some(spec) => spec.wrap(dev).map_err(|e| e.to_string()),
+        None => Ok(dev),
+    }
+}
+
+pub(super) fn add_spare(
+    dir: &Path,
+    ctl: &Controller,
+    locks: &Locks,
+    path: &str,
+    timing: &TimingOptions,
+) -> Value {
     let resolved = if Path::new(path).is_absolute() {
         PathBuf::from(path)
     } else {
@@ -52,7 +67,10 @@ pub(super) fn add_spare(dir: &Path, ctl: &Controller, locks: &Locks, path: &str)
             return fail(e.to_string());
         }
     }
-    let dev: Arc<dyn Member> = Arc::new(dev);
+    let dev = match timed(Arc::new(dev), timing) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
     // The superblock is written (as a spare) by the controller's persist before the
     // manifest names the device, so assembly never finds a listed device without one.
     if let Err(e) = ctl.add_spare(dev) {
@@ -72,6 +90,7 @@ pub(super) fn re_add_path(
     ctl: &Controller,
     locks: &Locks,
     target: &str,
+    timing: &TimingOptions,
 ) -> Result<crate::ctrl::readd::ReAdded, String> {
     if target.parse::<u32>().is_ok() {
         return Err(format!(
@@ -102,7 +121,7 @@ pub(super) fn re_add_path(
     let lock = device::lock_exclusive(&resolved).map_err(|e| e.to_string())?;
     let dev = FileMember::open(&text).map_err(|e| format!("{text}: {e}"))?;
     let r = ctl
-        .re_add_device(Arc::new(dev))
+        .re_add_device(timed(Arc::new(dev), timing)?)
         .map_err(|e| e.to_string())?;
     locks.add(lock);
     format::add_to_manifest(dir, &resolved).map_err(|e| e.to_string())?;

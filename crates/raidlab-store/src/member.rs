@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+pub mod timed;
+
 /// One member device. Every method may be called from many threads at once.
 ///
 /// Caller's obligations: `offset + buf.len() <= len_bytes()`. Callee's: a read fills all of
@@ -27,6 +29,10 @@ pub trait Member: Send + Sync + std::fmt::Debug {
     /// What the device is, whatever path named it: two members with equal identities are
     /// the same bytes. Every command that names a device compares identities, never paths.
     fn identity(&self) -> DevId;
+    /// A disk-timed member's model and counters (`timed::TimedMember`); `None` for others.
+    fn timing(&self) -> Option<timed::TimingStatus> {
+        None
+    }
 }
 
 /// A device's identity (DESIGN §9): the inode of a file, the device number of a block

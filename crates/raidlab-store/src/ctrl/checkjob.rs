@@ -134,6 +134,8 @@ impl CheckJob {
     }
 
     fn run(&self, ctl: &Controller) {
+        // Check and repair I/O may wait behind everything else on disk-timed members.
+        crate::member::timed::set_thread_class(raidlab::disk::Class::Background);
         let per_row_kib = self.chunk_bytes as f64 / 1024.0;
         for row in 0..self.rows {
             if self.cancel.load(Ordering::SeqCst) || ctl.stopping() {

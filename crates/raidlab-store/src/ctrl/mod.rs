@@ -469,6 +469,7 @@ impl Controller {
         thread::scope(|scope| {
             for _ in 1..rebuild::REBUILD_THREADS {
                 scope.spawn(|| {
+                    crate::member::timed::set_thread_class(raidlab::disk::Class::Rebuild);
                     while !self.stopping() {
                         match self.rebuild_step(16) {
                             Some(wait) if wait.is_zero() => {}
@@ -483,6 +484,8 @@ impl Controller {
     }
 
     fn main_loop(&self) {
+        // Rebuild, resync and bitmap I/O queue behind user I/O on disk-timed members.
+        crate::member::timed::set_thread_class(raidlab::disk::Class::Rebuild);
         let mut last_clear = crate::sync::Instant::now();
         while !self.stopping() {
             let mut busy = false;

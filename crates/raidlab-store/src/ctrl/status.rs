@@ -6,6 +6,25 @@ use raidlab::array::ArrayState;
 use serde_json::{json, Value};
 
 use super::{Controller, SlotState};
+use crate::member::timed::TimingStatus;
+
+/// A disk-timed member's model and counters, as `ctl status` shows them.
+fn timing_json(t: &TimingStatus) -> Value {
+    json!({
+        "spec": t.spec,
+        "ops": t.ops,
+        "service_us_mean": t.service_us_mean,
+        "wait_us_mean": t.wait_us_mean,
+        "late_us_mean": t.late_us_mean,
+        "late_us_max": t.late_us_max,
+        "queue_max": t.queue_max,
+        "queue_now": t.queue_now,
+        "utilization": t.utilization,
+        "seek_cylinders": t.device.seek_cylinders,
+        // Operations started per priority class: foreground, destage, rebuild, background.
+        "class_ops": t.device.class_ops,
+    })
+}
 
 impl Controller {
     /// The overall state word: failed, rebuilding, resyncing, degraded, or clean / active
@@ -97,13 +116,15 @@ impl Controller {
                     "in_sync"
                 };
                 let c = &self.counters[s as usize];
+                let dev = st.devs[s as usize].as_ref();
                 json!({
                     "slot": s,
-                    "path": st.devs[s as usize].as_ref().map(|d| d.path().to_string()),
+                    "path": dev.map(|d| d.path().to_string()),
                     "state": state,
                     "read_blocks": c.read_blocks.load(Ordering::Relaxed),
                     "write_blocks": c.write_blocks.load(Ordering::Relaxed),
                     "errors": c.errors.load(Ordering::Relaxed),
+                    "timing": dev.and_then(|d| d.timing()).map(|t| timing_json(&t)),
                 })
             })
             .collect();

@@ -16,6 +16,7 @@ use crate::ctrl::{Controller, IoFail, Options};
 use crate::device::Locks;
 use crate::events::{self, Bus, Monitor};
 use crate::format::{self, SuperblockSink};
+use crate::member::timed::TimingOptions;
 use crate::nbd::{
     self, Backend, BlockSize, Errno, Limits, Listen, ServeStats, Server, ServerTls, TlsMode,
 };
@@ -168,7 +169,7 @@ pub fn serve(
             "a write cache cannot be combined with --read-only",
         ));
     }
-    let a = format::assemble_with(dir, opts.force)?;
+    let mut a = format::assemble_with(dir, opts.force)?;
     if opts.read_only && std::fs::symlink_metadata(dir.join("wb.json")).is_ok() {
         return Err(Error::store(
             dir.join("wb.json").display().to_string(),
@@ -185,6 +186,7 @@ pub fn serve(
             .chain(a.faulty.iter().map(|(d, _)| d))
             .map(|d| d.path()),
     )?;
+    apply_timing(&mut a, &opts.timing)?;
     // Events name the directory absolute: the event program runs from its own directory.
     let bus = Arc::new(Bus::new(
         &std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()),
@@ -197,6 +199,7 @@ pub fn serve(
         events: bus.clone(),
         checks: checks.clone(),
         idle_max: None,
+        timing: opts.timing.clone(),
     });
     for w in &a.warnings {
         crate::warn!({ "event": "AssemblyWarning" }, "{w}");

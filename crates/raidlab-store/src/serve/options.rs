@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub log: crate::log::Config,
     /// `--event-program PROG`: run as `PROG EVENT DIR [DEVICE]` for each event.
     pub event_program: Option<events::Program>,
+    /// `--timing`: the disk models that time the members (empty: untimed).
+    pub timing: TimingOptions,
 }
 
 /// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR` and
@@ -180,8 +182,37 @@ impl Default for ServeOptions {
             read_only: false,
             log: Default::default(),
             event_program: None,
+            timing: TimingOptions::default(),
         }
     }
+}
+
+/// Put the members, spares and faulty devices of `a` behind the disk models `timing` names
+/// (a faulty device by the slot it left). Errors name `--timing`: a slot past the array's,
+/// a member larger than its model.
+pub fn apply_timing(a: &mut format::Assembled, timing: &TimingOptions) -> Result<()> {
+    if timing.is_empty() {
+        return Ok(());
+    }
+    timing.check_slots(a.shape.disks)?;
+    let wrap = |dev: &mut Arc<dyn crate::member::Member>, slot: Option<u32>| -> Result<()> {
+        if let Some(spec) = timing.for_slot(slot) {
+            *dev = spec.wrap(dev.clone())?;
+        }
+        Ok(())
+    };
+    for (slot, dev) in a.devs.iter_mut().enumerate() {
+        if let Some(dev) = dev {
+            wrap(dev, Some(slot as u32))?;
+        }
+    }
+    for dev in &mut a.spares {
+        wrap(dev, None)?;
+    }
+    for (dev, slot) in &mut a.faulty {
+        wrap(dev, Some(*slot))?;
+    }
+    Ok(())
 }
 
 /// Read-cache policies the store does not run: DEMOTE and X-RAY need a host cache in front.

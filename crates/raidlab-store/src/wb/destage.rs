@@ -35,6 +35,8 @@ impl WriteBack {
     }
 
     fn destage_loop(&self) {
+        // Destage I/O queues behind user I/O on disk-timed members.
+        crate::member::timed::set_thread_class(raidlab::disk::Class::Destage);
         let group_bytes = self.ctl.geo.blocks_per_stripe() as usize * BLOCK;
         let mut buf = vec![0u8; ROUND_BYTES_MAX.max(group_bytes)];
         let mut round: Vec<InFlight> = Vec::new();
