@@ -113,6 +113,12 @@ fn partial_re_add_resyncs_only_the_regions_written_while_degraded() {
         let st = c.status();
         assert_eq!(st["rebuild"]["kind"], "partial");
         assert_eq!(st["rebuild"]["units"], 3);
+        c.rebuild_step(1);
+        assert_eq!(
+            c.intent_clear_idle(true),
+            0,
+            "no bit is cleared while the slot is being resynced"
+        );
         rebuild_all(&c);
         let last = c.last_rebuild().unwrap();
         assert_eq!(
@@ -227,6 +233,23 @@ fn re_add_falls_back_to_a_full_rebuild() {
     let why = c.re_add_device(m[3].clone()).unwrap().full_because.unwrap();
     assert!(why.contains("since when"), "{why}");
     rebuild_all(&c);
+    assert_whole_and_right(&c, &reference);
+
+    // The slot taken: rebuilt in full onto a spare and in sync. The old member becomes a
+    // spare, with nothing to rebuild.
+    let (c, m, reference) = rig(Level::Raid5, 4, 15, "t");
+    c.fail_member(2, "test").unwrap();
+    c.remove("2").unwrap();
+    c.add_spare(Arc::new(MemMember::new("sp2", len))).unwrap();
+    rebuild_all(&c);
+    let r = c.re_add_device(m[2].clone()).unwrap();
+    let why = r.full_because.expect("full");
+    assert!(
+        why.contains("slot 2 is in sync with another device"),
+        "{why}"
+    );
+    assert_eq!(c.status()["spares"][0], m[2].path());
+    assert!(!c.rebuild_active());
     assert_whole_and_right(&c, &reference);
 
     // A spare that never held the slot, and a slot in sync: nothing partial.
