@@ -35,6 +35,19 @@ pub struct ReAdded {
 }
 
 impl ReAdded {
+    /// A device that became a spare, to be rebuilt in full, and why.
+    fn full(path: String, member_bytes: u64, why: String) -> ReAdded {
+        ReAdded {
+            path,
+            slot: None,
+            regions: 0,
+            rows: 0,
+            bytes: 0,
+            member_bytes,
+            full_because: Some(why),
+        }
+    }
+
     pub fn is_partial(&self) -> bool {
         self.full_because.is_none()
     }
@@ -131,15 +144,7 @@ impl Controller {
                 if self.opts.auto_rebuild {
                     self.maybe_start_rebuild();
                 }
-                return Ok(ReAdded {
-                    path,
-                    slot: None,
-                    regions: 0,
-                    rows: 0,
-                    bytes: 0,
-                    member_bytes,
-                    full_because: Some(why),
-                });
+                return Ok(ReAdded::full(path, member_bytes, why));
             }
         };
         let (rows, rpr) = (self.shape.rows(), r.rows_per_region);
@@ -153,15 +158,7 @@ impl Controller {
             crate::warn!("re-add of {path}: full rebuild ({why})");
             st.spares.push(dev);
             self.persist(&mut st);
-            return Ok(ReAdded {
-                path,
-                slot: None,
-                regions: 0,
-                rows: 0,
-                bytes: 0,
-                member_bytes,
-                full_because: Some(why),
-            });
+            return Ok(ReAdded::full(path, member_bytes, why));
         }
         for row in (0..rows).filter(|&row| !dirty(row)) {
             st.array.mark_rebuilt(slot, row);
