@@ -112,3 +112,56 @@ def test_reproduce_with_seeds_and_the_scoreboard(tmp_path: Path, capsys, monkeyp
     # the scoreboard alone, from the reports already written
     assert main(["reproduce", "scoreboard", "--experiments", str(exp), "--out", str(out)]) == 0
     assert "same direction" in " ".join(capsys.readouterr().out.split())
+    # ... and into a document: the table between its markers, the verdicts beside it
+    doc = tmp_path / "docs" / "repro.md"
+    doc.parent.mkdir()
+    doc.write_text(f"# results\n\n{scoreboard.DOC_BEGIN}\nold table\n{scoreboard.DOC_END}\n\nprose\n")
+    assert main(["reproduce", "scoreboard", "--experiments", str(exp), "--out", str(out), "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("# results\n\n") and text.endswith(f"{scoreboard.DOC_END}\n\nprose\n")
+    table = scoreboard.doc_table(text)
+    assert "old table" not in table and table == (out / "scoreboard.md").read_text()
+    assert json.loads((doc.parent / "claims" / "tiny.json").read_text()) == claims
+    assert scoreboard.markdown(scoreboard.scoreboard(exp, doc.parent / "claims")) == table
+
+
+def test_markdown_table_worked_example() -> None:
+    s = scoreboard.Score(
+        claim="A | B",
+        experiment="x",
+        comparison="4: new vs old",
+        paper="up to +10% (p)",
+        paper_value=0.1,
+        raidlab=0.05,
+        raidlab_hw=0.01,
+        seeds=5,
+        stat="best",
+        report="x/report.html",
+    )
+    lost = scoreboard.Score(**{**s.__dict__, "raidlab": -0.02, "raidlab_hw": None, "stat": "median", "seeds": 1})
+    assert scoreboard.markdown([s, lost]) == (
+        "| claim | experiment | paper | raidlab (mean ± 95% CI) | same direction |\n"
+        "| --- | --- | --- | --- | --- |\n"
+        "| A \\| B | `x` (4: new vs old) | up to +10% (p) | +5.0% ± 1.0% (best, 5 seeds) | yes |\n"
+        "| A \\| B | `x` (4: new vs old) | up to +10% (p) | -2.0% (median, 1 seed) | NO |\n"
+    )
+    with pytest.raises(Exception, match="no generated scoreboard"):
+        scoreboard.doc_table("no markers here")
+
+
+def test_only_the_newest_report_of_an_experiment_counts(tmp_path: Path) -> None:
+    """Two reports ran the same file: the newer one's verdict wins even when the older one
+    had a better best cell (a stale run must not stay on the scoreboard)."""
+    import os
+
+    row = {"file": "e.toml", "metric": "rgr", "part": "whole", "comparison": "g: a vs b", "median": 0.1, "best_hw": 0.0, "seeds": 5}
+    for name, best, mtime in (("old", 0.9, 1_000_000), ("new", 0.2, 2_000_000)):
+        (tmp_path / name).mkdir()
+        p = tmp_path / name / "claims.json"
+        p.write_text(json.dumps([{**row, "best": best}]))
+        os.utime(p, (mtime, mtime))
+    rows = scoreboard.newest(scoreboard.measured(tmp_path))
+    assert [(r["report"], r["best"]) for r in rows] == [("new/report.html", 0.2)]
+    frozen = scoreboard.freeze(tmp_path, tmp_path / "frozen")
+    assert [p.name for p in frozen] == ["e.json"]
+    assert json.loads(frozen[0].read_text())[0]["best"] == 0.2
