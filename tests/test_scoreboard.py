@@ -165,3 +165,26 @@ def test_only_the_newest_report_of_an_experiment_counts(tmp_path: Path) -> None:
     frozen = scoreboard.freeze(tmp_path, tmp_path / "frozen")
     assert [p.name for p in frozen] == ["e.json"]
     assert json.loads(frozen[0].read_text())[0]["best"] == 0.2
+
+
+def test_verdicts_below_saturation_drop_the_cells_where_the_base_saturated() -> None:
+    """``max_throughput_ms``: the ``below_saturation`` verdicts keep only the rates at which
+    the base's mean response (over seeds) stays under the limit."""
+    from raidlab.report import Section, below_saturation, pivot, reductions
+
+    rows = []
+    for seed in (1, 2):
+        # base: 10, 15, 40 ms at rates 1..3 (saturated at 3); new 10% slower, then 50% faster
+        for rate, base, new in ((1, 10.0, 11.0), (2, 15.0, 16.5), (3, 40.0 + seed, 20.0)):
+            rows += [
+                {"trace": "a", "rate": rate, "arch": "base", "ms": base, "seed": seed},
+                {"trace": "a", "rate": rate, "arch": "new", "ms": new, "seed": seed},
+            ]
+    frame = pd.DataFrame(rows)
+    spec = {"rows": ["trace", "rate"], "columns": "arch", "value": "ms", "max_throughput_ms": 20.0}
+    red, hw, n = per_seed(frame, "seed", lambda f: reductions(pivot(f, spec), [["base", "new"]]))
+    [v] = below_saturation(Section(Path("x.toml"), spec, frame, []), red, hw, [["base", "new"]], 20.0)
+    assert n == 2 and v.label == "a: new vs base" and v.cells == 2 and v.improved == 0
+    assert v.median == pytest.approx(-0.1) and v.best == pytest.approx(-0.1)
+    # over every rate the saturated one would win: best +50%
+    assert max(red["new vs base"]) > 0.5
