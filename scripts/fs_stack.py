@@ -137,6 +137,31 @@ def kill_group(p: subprocess.Popen[Any], sig: int = signal.SIGKILL, wait_s: floa
 # ---- processes and the block-device stack ---------------------------------------------------
 
 
+def read_ready_line(proc: subprocess.Popen[bytes], timeout: float) -> str | None:
+    """The first stdout line of ``proc`` (a server's "accepting connections" line), or None if
+    it exits or closes stdout first; TimeoutError after ``timeout`` seconds."""
+    import select
+
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        readable, _, _ = select.select([fd], [], [], min(left, 0.5))
+        if readable:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            buf += chunk
+        elif proc.poll() is not None:
+            return None
+    return buf.split(b"\n", 1)[0].decode(errors="replace")
+
+
+
 class Server:
     def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
         self.proc, self.port, self.log_path = proc, port, log
@@ -184,7 +209,10 @@ class Rig:
                     start_new_session=True,
                 )
             self.procs.append(p)
-            line = self._ready_line(p, timeout)
+            try:
+                line = read_ready_line(p, timeout)
+            except TimeoutError:
+                line = None
             if line is not None and "accepting connections" in line:
                 return Server(p, port, log)
             kill_group(p)
@@ -220,28 +248,6 @@ class Rig:
 
         wait_for(up, timeout, "nbdkit to listen")
         return Server(p, port, log)
-
-    @staticmethod
-    def _ready_line(p: subprocess.Popen[bytes], timeout: float) -> str | None:
-        import select
-
-        assert p.stdout is not None
-        fd = p.stdout.fileno()
-        buf = b""
-        deadline = time.monotonic() + timeout
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-            if ready:
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    return None
-                buf += chunk
-            elif p.poll() is not None:
-                return None
-        return buf.split(b"\n", 1)[0].decode(errors="replace")
 
     def stop_server(self, srv: Server, timeout: float = 60) -> int | None:
         rc = kill_group(srv.proc, signal.SIGTERM, timeout)
