@@ -80,23 +80,31 @@ def measured(out_dir: Path) -> list[dict[str, Any]]:
 def newest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Of ``measured``'s rows (newest report first), for each experiment file only those of
     the newest report that ran it: an older report's better cell must not win a "best"."""
-    first: dict[str, str] = {}
+    first: dict[tuple[str, str], str] = {}
     for r in rows:
-        first.setdefault(str(r.get("file")), r["report"])
-    return [r for r in rows if first[str(r.get("file"))] == r["report"]]
+        first.setdefault(_source(r), r["report"])
+    return [r for r in rows if first[_source(r)] == r["report"]]
+
+
+def _source(r: dict[str, Any]) -> tuple[str, str]:
+    """What a verdict measured: its experiment file and its driver (the simulator unless a
+    row says otherwise); the newest report of each source counts."""
+    return (str(r.get("file")), str(r.get("driver", "simulator")))
 
 
 def freeze(out_dir: Path, dest: Path) -> list[Path]:
-    """Write the verdicts of the newest report of each experiment file under ``out_dir`` to
-    ``dest/STEM.json`` (what a generated scoreboard table is computed from, small enough to
+    """Write the verdicts of the newest report of each experiment file (and driver) under
+    ``out_dir`` to ``dest/STEM.json`` (``STEM.DRIVER.json`` for another driver than the
+    simulator; what a generated scoreboard table is computed from, small enough to
     commit beside it); files of experiments not run under ``out_dir`` are kept."""
     dest.mkdir(parents=True, exist_ok=True)
-    by_file: dict[str, list[dict[str, Any]]] = {}
+    by_source: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in newest(measured(out_dir)):
-        by_file.setdefault(str(r.get("file")), []).append({k: v for k, v in r.items() if k != "report"})
+        by_source.setdefault(_source(r), []).append({k: v for k, v in r.items() if k != "report"})
     written = []
-    for file, rows in sorted(by_file.items()):
-        target = dest / f"{Path(file).stem}.json"
+    for (file, driver), rows in sorted(by_source.items()):
+        suffix = "" if driver == "simulator" else f".{driver}"
+        target = dest / f"{Path(file).stem}{suffix}.json"
         target.write_text(json.dumps(rows, indent=1, allow_nan=False) + "\n", encoding="utf-8")
         written.append(target)
     return written
