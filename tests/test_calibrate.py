@@ -42,20 +42,22 @@ def test_a_target_outside_the_range_is_an_error() -> None:
 
 def test_calibrate_cli_on_a_small_timed_experiment(tmp_path: Path, capsys) -> None:
     """End to end on a tiny timed config: the open-loop rate at which the mean response time
-    of RAID-5 on constant 1 ms disks is 1.5 ms."""
+    of RAID-5 on constant 1 ms disks is 1.5 ms. The top of the range overloads the array (its
+    queue outgrows run.outstanding_max): those seeds count as past the target."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(
         '[workload.synthetic]\nkind = "uniform"\nkeys = 4096\nrequests = 3000\n'
         '[cache]\npolicy = "lru"\ncapacity_blocks = 1\n'
         '[array]\nlevel = "raid5"\ndisks = 3\nstripe_unit = 4096\n'
-        '[run]\nmode = "timed"\ndriver = "open"\niops = 100\n'
+        '[run]\nmode = "timed"\ndriver = "open"\niops = 100\noutstanding_max = 64\n'
         '[disk]\nmodel = "constant"\nservice_ms = 1\n'
         '[sweep]\n"run.iops" = [100, 200]\n'
     )
-    args = ["calibrate", str(cfg), "--knob", "run.iops", "--range", "100,1500", "--metric", "latency_mean_ms"]
+    args = ["calibrate", str(cfg), "--knob", "run.iops", "--range", "100,6000", "--metric", "latency_mean_ms"]
     rc = main([*args, "--target", "1.5", "--tol", "0.05", "--seeds", "2", "--workers", "1"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "choice: run.iops = " in out and "within 5% of 1.5" in out
+    assert "run.iops = 6000: latency_mean_ms nan ± nan  (2 of 2 seeds did not finish)" in out
     assert main([*args, "--target", "1.5", "--range", "5"]) == 2
     assert "expected LO,HI" in capsys.readouterr().err

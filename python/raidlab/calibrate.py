@@ -24,6 +24,8 @@ from raidlab.replicates import ci95
 
 #: Bound on bisection steps (each runs every seed once).
 STEPS_MAX = 24
+#: The key of the error that stops an open-loop run the array cannot keep up with.
+OVERLOAD_KEY = "run.outstanding_max"
 
 
 @dataclass
@@ -71,11 +73,18 @@ def measure(tree: dict[str, Any], knob: str, value: float, metric: str, seeds: l
     cfg = json_copy(tree)
     _set(cfg, knob, value)
     cfg["sweep"] = {"run.seed": seeds}
-    result = api.run(cfg, threads=threads)
-    values = [r.metrics.get(metric) for r in result.runs]
+    try:
+        runs = api.run(cfg, threads=threads).runs
+    except _core.ConfigError as e:
+        # An open-loop run whose queue outgrows `run.outstanding_max` is stopped as
+        # overloaded: past the target on the loaded side. Any other error is the caller's.
+        if getattr(e, "key", None) != OVERLOAD_KEY:
+            raise
+        runs = getattr(e, "finished").runs
+    values = [r.metrics.get(metric) for r in runs]
     got = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     mean, hw = ci95(got) if got else (math.nan, math.nan)
-    return Step(value, mean, hw, len(values) - len(got))
+    return Step(value, mean, hw, len(seeds) - len(got))
 
 
 def json_copy(tree: dict[str, Any]) -> dict[str, Any]:
