@@ -174,6 +174,8 @@ def main() -> int:
     ap.add_argument("--member-mib", type=int, default=64)
     ap.add_argument("--requests", type=int, default=60_000, help="SPC-1-like requests per destage order")
     ap.add_argument("--disk-dir", default=None, help="a directory on a disk-backed file system (default: the temp dir if not tmpfs)")
+    ap.add_argument("--only", choices=["tmpfs", "disk"], default=None, help="part 1 on one file system only")
+    ap.add_argument("--skip-spc1", action="store_true", help="part 1 only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     need("fio", "nbdkit")
@@ -183,17 +185,20 @@ def main() -> int:
     disk = args.disk_dir or tempfile.gettempdir()
     if not is_tmpfs(Path(disk)):
         roots.append(("disk", disk))
+    roots = [r for r in roots if args.only in (None, r[0])]
     for where, base in roots:
         root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=base))
         try:
             runs[where] = part1(root, where, args.member_mib, args.runtime, args.repeat)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=shm))
-    try:
-        spc = part2(root, args.member_mib, args.requests)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    spc: dict[str, dict[str, float]] = {}
+    if not args.skip_spc1:
+        root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=shm))
+        try:
+            spc = part2(root, args.member_mib, args.requests)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     if args.json:
         print(json.dumps({"randwrite": runs, "spc1": spc}))
         return 0

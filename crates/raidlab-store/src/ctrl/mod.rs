@@ -16,6 +16,7 @@
 pub mod cache;
 pub mod checkjob;
 pub mod column;
+pub mod fanout;
 pub mod io;
 pub mod locks;
 mod members;
@@ -272,6 +273,9 @@ pub struct SlotCounters {
     pub read_blocks: AtomicU64,
     pub write_blocks: AtomicU64,
     pub errors: AtomicU64,
+    /// Moving mean of the device's operation times, ns (`fanout`: slow members are driven
+    /// in parallel).
+    pub op_ns_mean: AtomicU64,
 }
 
 impl SlotCounters {
@@ -280,6 +284,7 @@ impl SlotCounters {
         self.read_blocks.store(0, Ordering::Relaxed);
         self.write_blocks.store(0, Ordering::Relaxed);
         self.errors.store(0, Ordering::Relaxed);
+        self.op_ns_mean.store(0, Ordering::Relaxed);
     }
 }
 
@@ -435,6 +440,15 @@ impl Controller {
 
     pub fn counters(&self) -> &[SlotCounters] {
         &self.counters
+    }
+
+    /// Whether member operations on `slots` are worth issuing in parallel: some member is
+    /// slow (`fanout`). Always under the scheduled tests, so they explore parallel I/O.
+    pub(crate) fn fan_out(&self, slots: impl IntoIterator<Item = u32>) -> bool {
+        cfg!(feature = "shuttle")
+            || slots.into_iter().any(|s| {
+                self.counters[s as usize].op_ns_mean.load(Ordering::Relaxed) >= fanout::SLOW_NS_MIN
+            })
     }
 
     /// Sync every live member (NBD FLUSH).

@@ -288,6 +288,11 @@ pub fn serve(
     }
     if let Some(w) = opts.workers {
         server = server.with_workers(w);
+    } else if !opts.timing.is_empty() {
+        // Disk-timed members hold a worker for each operation's service time: one worker
+        // per request the server keeps in flight, or the workers, not the disks, would
+        // bound the depth the array sees.
+        server = server.with_workers(crate::nbd::server::MAX_IN_FLIGHT);
     }
     server = server.with_limits(opts.limits.clone()).with_tls(tls);
     let addr = server.local_addr();

@@ -1,6 +1,8 @@
-//! The destager: one thread that asks the `WriteCache` for groups while the rate allows,
-//! writes their in-flight pages through the array's planner, syncs the members, and only
-//! then frees the frames and releases the backup records. It also carries a lost backup
+//! The destager: one thread that asks the `WriteCache` for groups while the rate allows
+//! (up to `max_destages`), writes their in-flight pages through the array's planner (the
+//! groups of a round in parallel when the members are slow, `ctrl::fanout`), syncs the
+//! members (in parallel too), and only then frees the frames and releases the backup
+//! records. It also carries a lost backup
 //! through its states (drain, void, write through, probe).
 
 use crate::sync::Instant;
@@ -10,7 +12,7 @@ use std::time::Duration;
 use raidlab::cache::write::Destage;
 
 use super::{dead, warn, Mode, WriteBack, BLOCK};
-use crate::ctrl::IoFail;
+use crate::ctrl::{fanout, IoFail};
 
 /// Bytes of page data one destage round copies out of the cache at most.
 const ROUND_BYTES_MAX: usize = 16 << 20;
@@ -130,15 +132,18 @@ impl WriteBack {
                 Vec::new()
             }
         };
-        'write: for f in round.iter() {
-            for &(lba, n, at) in &f.runs {
-                result =
-                    self.ctl
-                        .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false);
-                if result.is_err() {
-                    break 'write;
-                }
-            }
+        // The round's groups are rows of their own: written all at once when the members
+        // are slow, so `max_destages` destages are in flight on the members together.
+        let parallel = round.len() > 1 && self.ctl.fan_out(0..self.ctl.shape().disks);
+        let buf = &*buf;
+        let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
+            f.runs.iter().try_for_each(|&(lba, n, at)| {
+                self.ctl
+                    .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false)
+            })
+        });
+        if let Some(e) = done.into_iter().find_map(Result::err) {
+            result = Err(e);
         }
         if result.is_ok() && self.lost_slots().iter().any(|s| !lost_before.contains(s)) {
             // A member failed during the writes: its units in these rows are now read
