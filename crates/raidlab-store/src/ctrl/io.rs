@@ -347,12 +347,12 @@ impl Controller {
                 .filter_map(|slot| Some((slot, st.devs[slot as usize].clone()?)))
                 .collect()
         };
-        let parallel = self.fan_out(devs.iter().map(|&(s, _)| s));
+        let parallel = self.fan_out_syncs(devs.iter().map(|&(s, _)| s));
         let done = fanout::each(parallel, devs, |(slot, d)| {
             let t0 = std::time::Instant::now();
             let r = d.sync();
             fanout::observe(
-                &self.counters[slot as usize].op_ns_mean,
+                &self.counters[slot as usize].sync_ns_mean,
                 t0.elapsed().as_nanos() as u64,
             );
             r.map_err(|e| Fault::new(slot, Some(&d), &e))
