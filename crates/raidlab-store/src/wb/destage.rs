@@ -123,6 +123,7 @@ impl WriteBack {
             }
         }
         let mut result: Result<(), IoFail> = Ok(());
+        let t_write = std::time::Instant::now();
         let lost_before = self.lost_slots();
         let mut images = match self.image_lost_units(round) {
             Ok(h) => h,
@@ -165,10 +166,12 @@ impl WriteBack {
                 }
             }
         }
+        let t_sync = std::time::Instant::now();
         if result.is_ok() {
             // The backup's copies may go only once the members hold the pages durably.
             result = self.ctl.flush();
         }
+        let t_release = std::time::Instant::now();
         if let Err(e) = result {
             // Only a dead array fails a write: keep the pages (readable from the cache, and
             // in the backup for a recovery once the array is repaired).
@@ -215,6 +218,15 @@ impl WriteBack {
             }
             b.release_destaged(&released);
         }
+        let c = &self.counters;
+        let ns = |d: std::time::Duration| d.as_nanos() as u64;
+        c.destage_rounds.fetch_add(1, Ordering::Relaxed);
+        c.destage_write_ns
+            .fetch_add(ns(t_sync - t_write), Ordering::Relaxed);
+        c.destage_sync_ns
+            .fetch_add(ns(t_release - t_sync), Ordering::Relaxed);
+        c.destage_release_ns
+            .fetch_add(ns(t_release.elapsed()), Ordering::Relaxed);
         true
     }
 

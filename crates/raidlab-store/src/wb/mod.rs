@@ -188,6 +188,12 @@ pub struct WbCounters {
     /// much the lock limits the request paths and the destager.
     pub lock_waits: AtomicU64,
     pub lock_wait_ns: AtomicU64,
+    /// Where the destager's time goes (ns): writing rounds' pages through the array, the
+    /// member syncs after them, and freeing the pages and releasing their records.
+    pub destage_write_ns: AtomicU64,
+    pub destage_sync_ns: AtomicU64,
+    pub destage_release_ns: AtomicU64,
+    pub destage_rounds: AtomicU64,
 }
 
 /// The write-back cache in front of a controller.
@@ -388,6 +394,12 @@ impl WriteBack {
             }),
             "lock_waits": c.lock_waits.load(Ordering::Relaxed),
             "lock_wait_us": c.lock_wait_ns.load(Ordering::Relaxed) / 1000,
+            "destage_time_us": json!({
+                "rounds": c.destage_rounds.load(Ordering::Relaxed),
+                "write": c.destage_write_ns.load(Ordering::Relaxed) / 1000,
+                "sync": c.destage_sync_ns.load(Ordering::Relaxed) / 1000,
+                "release": c.destage_release_ns.load(Ordering::Relaxed) / 1000,
+            }),
             "backup_stats": self.backup.as_ref().map(|b| {
                 let b = b.stats();
                 json!({"records": b.records, "commits": b.commits, "commit_calls": b.commit_calls,
