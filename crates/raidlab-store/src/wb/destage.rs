@@ -122,7 +122,7 @@ impl WriteBack {
                 return false;
             }
         }
-        let mut result: Result<(), IoFail> = Ok(());
+        let mut result: Result<(), IoFail>;
         let t_write = std::time::Instant::now();
         let lost_before = self.lost_slots();
         let mut images = match self.image_lost_units(round) {
@@ -137,14 +137,28 @@ impl WriteBack {
         // are slow, so `max_destages` destages are in flight on the members together.
         let parallel = round.len() > 1 && self.ctl.fan_out(0..self.ctl.shape().disks);
         let buf = &*buf;
-        let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
-            f.runs.iter().try_for_each(|&(lba, n, at)| {
-                self.ctl
-                    .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false)
-            })
-        });
-        if let Some(e) = done.into_iter().find_map(Result::err) {
-            result = Err(e);
+        // The rows' write-intent bits, all set by one bitmap write: a random workload
+        // dirties a new region with nearly every group, and a bitmap write syncs every
+        // member. Each group's own write then finds its bit set.
+        let per_row = self.ctl.geo.blocks_per_stripe();
+        let rows: Vec<(u64, u64)> = round
+            .iter()
+            .map(|f| (f.d.first / per_row, f.d.first / per_row))
+            .collect();
+        result = self.ctl.intent_begin_all(&rows);
+        if result.is_ok() {
+            let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
+                f.runs.iter().try_for_each(|&(lba, n, at)| {
+                    self.ctl
+                        .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false)
+                })
+            });
+            if let Some(e) = done.into_iter().find_map(Result::err) {
+                result = Err(e);
+            }
+            for &(r0, r1) in &rows {
+                self.ctl.intent_end(r0, r1);
+            }
         }
         if result.is_ok() && self.lost_slots().iter().any(|s| !lost_before.contains(s)) {
             // A member failed during the writes: its units in these rows are now read
