@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_rapid.py
 	$(VPY) benches/bench_store.py
 	$(VPY) benches/bench_store_wb.py
+	$(VPY) benches/bench_store_scale.py
 
 # Long runs that do not fit in `make test` (hours): the store's scheduled runs, SCHED_RUNS
 # per configuration with a crash state cut from each, then SOAK_RUNS kills per file system x

@@ -60,6 +60,21 @@ def fio_lat(uri: str, qd: int, size: int, runtime: float, extra: tuple[str, ...]
     }
 
 
+def commit_counts(d: Path | None) -> tuple[float, ...]:
+    """A served array's write cache: writes answered after a backup commit, the backup's
+    syncs, cache-lock waits and their total microseconds, and the destager's microseconds
+    writing, syncing and releasing (zeros without a write cache)."""
+    if d is None:
+        return (0.0,) * 7
+    wc = ctl(d, {"cmd": "status"}).get("write_cache") or {}
+    gc = wc.get("group_commit") or {}
+    dt = wc.get("destage_time_us") or {}
+    return (
+        float(gc.get("writes", 0)), float(gc.get("syncs", 0)), float(wc.get("lock_waits", 0)), float(wc.get("lock_wait_us", 0)),
+        float(dt.get("write", 0)), float(dt.get("sync", 0)), float(dt.get("release", 0)),
+    )
+
+
 def make_array(d: Path, member_mib: int) -> None:
     subprocess.run(
         [*RAIDLAB, "array", "create", str(d), "--level", "raid5", "--disks", "5", "--chunk", "64KiB", "--size", f"{member_mib}MiB"],
@@ -75,12 +90,14 @@ def part1(root: Path, where: str, member_mib: int, runtime: float, repeat: int) 
         # (name, URI, extra fio options): "flush each" sends an NBD FLUSH after every write,
         # which makes each write durable when it is answered, as the backups do.
         targets: list[tuple[str, str, tuple[str, ...]]] = []
+        dirs: dict[str, Path] = {}
         for name, extra in WB.items():
             d = root / name.replace(" ", "-").replace("+", "-")
             make_array(d, member_mib)
             port = free_port()
             servers.start([*RAIDLAB, "serve", str(d), "--listen", f"127.0.0.1:{port}", *extra], ready="accepting connections")
             targets.append((name, f"nbd://127.0.0.1:{port}", ()))
+            dirs[name] = d
             if name == "write-through":
                 targets.append(("write-through, flush each", f"nbd://127.0.0.1:{port}", ("--fsync=1",)))
         raw = root / "raw.img"
@@ -97,13 +114,26 @@ def part1(root: Path, where: str, member_mib: int, runtime: float, repeat: int) 
             label = f"qd{qd}"
             for _ in range(repeat):
                 for name, uri, fx in targets:
+                    before = commit_counts(dirs.get(name))
                     r = fio_lat(uri, qd, size, runtime, fx)
+                    after = commit_counts(dirs.get(name))
+                    # Writes answered per backup sync (group commit), and the cache lock's
+                    # waits per write, over this cell only.
+                    writes, syncs, _waits, wait_us, dw, ds, dr = (a - b for a, b in zip(after, before))
+                    r["writes_per_sync"] = writes / syncs if syncs else 0.0
+                    r["lock_wait_us_per_write"] = wait_us / writes if writes else 0.0
+                    # The destager's time in this cell, in seconds per second of the run.
+                    r["destage_write_s"], r["destage_sync_s"], r["destage_release_s"] = (x / 1e6 / runtime for x in (dw, ds, dr))
                     best = results[name].get(label)
                     if best is None or r["iops"] > best["iops"]:
                         results[name][label] = r
             for name, _, _ in targets:
                 r = results[name][label]
-                print(f"  [{where}] {name:16} randwrite 4k {label:5} {r['iops']:>9,.0f} IOPS  mean {r['mean_us']:>8,.1f} us  p99 {r['p99_us']:>9,.1f} us", file=sys.stderr)
+                print(
+                    f"  [{where}] {name:16} randwrite 4k {label:5} {r['iops']:>9,.0f} IOPS  mean {r['mean_us']:>8,.1f} us  p99 {r['p99_us']:>9,.1f} us"
+                    f"  writes/sync {r['writes_per_sync']:.1f}  destager s/s: write {r['destage_write_s']:.2f} sync {r['destage_sync_s']:.2f} release {r['destage_release_s']:.2f}",
+                    file=sys.stderr,
+                )
     finally:
         servers.stop_all()
     return results
@@ -174,6 +204,8 @@ def main() -> int:
     ap.add_argument("--member-mib", type=int, default=64)
     ap.add_argument("--requests", type=int, default=60_000, help="SPC-1-like requests per destage order")
     ap.add_argument("--disk-dir", default=None, help="a directory on a disk-backed file system (default: the temp dir if not tmpfs)")
+    ap.add_argument("--only", choices=["tmpfs", "disk"], default=None, help="part 1 on one file system only")
+    ap.add_argument("--skip-spc1", action="store_true", help="part 1 only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     need("fio", "nbdkit")
@@ -183,30 +215,40 @@ def main() -> int:
     disk = args.disk_dir or tempfile.gettempdir()
     if not is_tmpfs(Path(disk)):
         roots.append(("disk", disk))
+    roots = [r for r in roots if args.only in (None, r[0])]
     for where, base in roots:
         root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=base))
         try:
             runs[where] = part1(root, where, args.member_mib, args.runtime, args.repeat)
         finally:
             shutil.rmtree(root, ignore_errors=True)
-    root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=shm))
-    try:
-        spc = part2(root, args.member_mib, args.requests)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    spc: dict[str, dict[str, float]] = {}
+    if not args.skip_spc1:
+        root = Path(tempfile.mkdtemp(prefix="raidlab-bench-wb-", dir=shm))
+        try:
+            spc = part2(root, args.member_mib, args.requests)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     if args.json:
         print(json.dumps({"randwrite": runs, "spc1": spc}))
         return 0
     for where, res in runs.items():
         assert isinstance(res, dict)
         print(f"\n4 KiB random writes, RAID-5 of 5, members on {where}:\n")
-        print("| export | qd1 IOPS | qd1 mean us | qd1 p99 us | qd32 IOPS | qd32 mean us | qd32 p99 us | qd32 / nbdkit |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        ref = res["nbdkit file"]["qd32"]["iops"]
+        print(
+            "| export | qd1 IOPS | qd1 mean us | qd1 p99 us | qd1 / nbdkit flush each | qd32 IOPS | qd32 mean us | qd32 p99 us"
+            " | qd32 / nbdkit flush each | writes per sync qd1 / qd32 | cache-lock wait us per write qd32 |"
+        )
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        ref1 = res["nbdkit file, flush each"]["qd1"]["iops"]
+        ref32 = res["nbdkit file, flush each"]["qd32"]["iops"]
         for name, row in res.items():
             a, b = row["qd1"], row["qd32"]
+            wps = f"{a['writes_per_sync']:.1f} / {b['writes_per_sync']:.1f}" if b["writes_per_sync"] else "-"
+            lock = f"{b['lock_wait_us_per_write']:.1f}" if b["writes_per_sync"] else "-"
             print(
-                f"| {name} | {a['iops']:,.0f} | {a['mean_us']:,.0f} | {a['p99_us']:,.0f} | {b['iops']:,.0f} | {b['mean_us']:,.0f} | {b['p99_us']:,.0f} | {b['iops'] / ref:.2f} |"
+                f"| {name} | {a['iops']:,.0f} | {a['mean_us']:,.0f} | {a['p99_us']:,.0f} | {a['iops'] / ref1:.2f} | {b['iops']:,.0f} | {b['mean_us']:,.0f} | {b['p99_us']:,.0f}"
+                f" | {b['iops'] / ref32:.2f} | {wps} | {lock} |"
             )
     print("\nSPC-1-like traffic (raidlab replay, depth 8, 16 MiB cache, mirror backup, RAID-5 of 5 in tmpfs):\n")
     print("| order | IOPS | write p99 ms | destages | full-stripe share | member pages per client page | overwrite hits |")

@@ -16,7 +16,9 @@
 #[cfg(not(feature = "shuttle"))]
 mod imp {
     pub use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
-    pub use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    pub use std::sync::{
+        Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+    };
     pub use std::thread;
     pub use std::thread_local;
     pub use std::time::Instant;
@@ -44,6 +46,7 @@ mod imp {
     };
     pub use shuttle::thread;
     pub use shuttle::thread_local;
+    pub use std::sync::TryLockError;
 
     /// A point where the scheduler may switch tasks: member I/O and other effects that
     /// another thread can observe.

@@ -198,9 +198,10 @@ fn wb_cfg(
     if setup == Setup::Degraded {
         base.random_per_cut += 1;
     }
-    // One sync per write and few per destage round: more writes and more random states
-    // per cut than the array alone needs to reach ~1,000 states.
-    base.ops = 60;
+    // One sync per write and few per destage round (one bitmap write per round, too):
+    // more writes and more random states per cut than the array alone needs to reach
+    // ~1,000 states.
+    base.ops = 64;
     base.random_per_cut += 1;
     WbConfig { base, kind, order }
 }

@@ -77,6 +77,33 @@ impl Workspace {
         &self.new[a..a + count * BLOCK]
     }
 
+    /// Old contents of several spans at once, `(disk, col, count)` each, to be filled by
+    /// reads running in parallel: the slices in the spans' order. Spans must not overlap.
+    pub fn old_spans_mut(&mut self, spans: &[(usize, usize, usize)]) -> Vec<&mut [u8]> {
+        let mut at: Vec<(usize, usize, usize)> = Vec::with_capacity(spans.len());
+        for (i, &(disk, col, count)) in spans.iter().enumerate() {
+            for c in col..col + count {
+                self.read[disk * self.width + c] = true;
+            }
+            at.push((self.at(disk, col), count * BLOCK, i));
+        }
+        at.sort_unstable();
+        let mut out: Vec<Option<&mut [u8]>> = (0..spans.len()).map(|_| None).collect();
+        let mut rest: &mut [u8] = &mut self.old;
+        let mut base = 0usize;
+        for (a, len, i) in at {
+            assert!(a >= base, "spans of one plan overlap");
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(a - base);
+            let (mine, tail) = tail.split_at_mut(len);
+            out[i] = Some(mine);
+            rest = tail;
+            base = a + len;
+        }
+        out.into_iter()
+            .map(|s| s.expect("every span placed"))
+            .collect()
+    }
+
     /// Every member's old run (`width` blocks each), in member order.
     pub fn old_runs_mut(&mut self) -> std::slice::ChunksMut<'_, u8> {
         let run = self.width * BLOCK;

@@ -15,7 +15,7 @@ use raidlab::array::{Level, Plan, Role};
 use raidlab::workload::Op;
 
 use super::column::{Workspace, BLOCK};
-use super::{Controller, Fault, IoFail, SlotSet};
+use super::{fanout, Controller, Fault, IoFail, SlotSet};
 use crate::member::Member;
 use crate::parity;
 
@@ -172,14 +172,25 @@ impl Controller {
         let width = run as usize;
         let bpu = self.geo.blocks_per_stripe_unit();
         let col0 = (loc.block % u64::from(bpu)) as u32;
+        let parallel = self.fan_out(disks.iter().copied());
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
             let ws = &mut s.1;
             ws.reset(n, col0, width);
-            for (&d, dev) in disks.iter().zip(dev_list) {
-                let buf = ws.old_mut(d as usize, 0, width);
-                self.member_read(d, dev, loc.block, buf).map_err(Ok)?;
-            }
+            // The survivors' reads, all at once when the members are slow.
+            let spans: Vec<(usize, usize, usize)> =
+                disks.iter().map(|&d| (d as usize, 0, width)).collect();
+            let jobs: Vec<_> = disks
+                .iter()
+                .zip(dev_list)
+                .zip(ws.old_spans_mut(&spans))
+                .collect();
+            let done = fanout::each(parallel, jobs, |((&d, dev), buf)| {
+                self.member_read(d, dev, loc.block, buf)
+            });
+            done.into_iter()
+                .collect::<Result<(), Fault>>()
+                .map_err(Ok)?;
             // Slot order: data slots, P, Q; the plan read every member needed.
             let ndata = self.geo.data_disks() as usize;
             let par = self.geo.parity_disks(row);
@@ -262,7 +273,13 @@ impl Controller {
         let Some(dev) = dev else {
             return Err(Fault::missing(slot));
         };
-        match op(dev.as_ref()) {
+        let t0 = std::time::Instant::now();
+        let r = op(dev.as_ref());
+        fanout::observe(
+            &self.counters[slot as usize].op_ns_mean,
+            t0.elapsed().as_nanos() as u64,
+        );
+        match r {
             Ok(()) => {
                 done.fetch_add(blocks, Ordering::Relaxed);
                 Ok(())
@@ -321,14 +338,27 @@ impl Controller {
     /// same: Linux reports a lost write-back once per descriptor, so a later sync would
     /// succeed over data the kernel dropped).
     pub(crate) fn sync_slots(&self, which: SlotSet) -> Result<(), IoFail> {
-        for slot in which.iter() {
-            // The device is looked up per slot so no lock is held across the sync.
-            let Some(d) = self.read_state().devs[slot as usize].clone() else {
-                continue;
-            };
-            if let Err(e) = d.sync() {
-                self.fail_device(&Fault::new(slot, Some(&d), &e), "sync")?;
-            }
+        // The devices are looked up first so no lock is held across the syncs, which run
+        // all at once when the members are slow (an fdatasync on a disk is).
+        let devs: Vec<(u32, Arc<dyn Member>)> = {
+            let st = self.read_state();
+            which
+                .iter()
+                .filter_map(|slot| Some((slot, st.devs[slot as usize].clone()?)))
+                .collect()
+        };
+        let parallel = self.fan_out_syncs(devs.iter().map(|&(s, _)| s));
+        let done = fanout::each(parallel, devs, |(slot, d)| {
+            let t0 = std::time::Instant::now();
+            let r = d.sync();
+            fanout::observe(
+                &self.counters[slot as usize].sync_ns_mean,
+                t0.elapsed().as_nanos() as u64,
+            );
+            r.map_err(|e| Fault::new(slot, Some(&d), &e))
+        });
+        for f in done.into_iter().filter_map(Result::err) {
+            self.fail_device(&f, "sync")?;
         }
         Ok(())
     }
@@ -413,12 +443,24 @@ impl Controller {
                         .copy_from_slice(&src[at..at + BLOCK]);
                 }
             }
-            for op in plan.ops.iter().filter(|o| o.op == Op::Read) {
-                let col = (op.block - base) as usize - c0 as usize;
+            // The plan's reads, all at once when the members are slow; then its writes.
+            let parallel = self.fan_out(plan.ops.iter().map(|o| o.disk));
+            let reads: Vec<_> = plan.ops.iter().filter(|o| o.op == Op::Read).collect();
+            let spans: Vec<(usize, usize, usize)> = reads
+                .iter()
+                .map(|op| {
+                    let col = (op.block - base) as usize - c0 as usize;
+                    (op.disk as usize, col, op.count as usize)
+                })
+                .collect();
+            let jobs: Vec<_> = reads.iter().zip(ws.old_spans_mut(&spans)).collect();
+            let done = fanout::each(parallel, jobs, |(op, buf)| {
                 let dev = st.devs[op.disk as usize].clone();
-                let buf = ws.old_mut(op.disk as usize, col, op.count as usize);
-                self.member_read(op.disk, dev, op.block, buf).map_err(Ok)?;
-            }
+                self.member_read(op.disk, dev, op.block, buf)
+            });
+            done.into_iter()
+                .collect::<Result<(), Fault>>()
+                .map_err(Ok)?;
             if matches!(level, Level::Raid5 | Level::Raid6) {
                 let par = self.geo.parity_disks(row);
                 // In Q's syndrome order (md's), which column.rs weights by g^position.
@@ -451,17 +493,18 @@ impl Controller {
                     }
                 }
             }
-            let mut failed = Vec::new();
-            for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
+            let writes: Vec<_> = plan.ops.iter().filter(|o| o.op == Op::Write).collect();
+            for op in &writes {
+                touched.insert(op.disk);
+            }
+            let ws = &*ws;
+            let done = fanout::each(parallel, writes, |op| {
                 let col = (op.block - base) as usize - c0 as usize;
                 let dev = st.devs[op.disk as usize].as_ref();
                 let buf = ws.new_ref(op.disk as usize, col, op.count as usize);
-                touched.insert(op.disk);
-                if let Err(f) = self.member_write(op.disk, dev, op.block, buf) {
-                    failed.push(f);
-                }
-            }
-            Ok(failed)
+                self.member_write(op.disk, dev, op.block, buf)
+            });
+            Ok(done.into_iter().filter_map(Result::err).collect())
         })
     }
 }

@@ -16,6 +16,7 @@
 pub mod cache;
 pub mod checkjob;
 pub mod column;
+pub mod fanout;
 pub mod io;
 pub mod locks;
 mod members;
@@ -272,6 +273,12 @@ pub struct SlotCounters {
     pub read_blocks: AtomicU64,
     pub write_blocks: AtomicU64,
     pub errors: AtomicU64,
+    /// Moving mean of the device's operation times, ns (`fanout`: slow members are driven
+    /// in parallel).
+    pub op_ns_mean: AtomicU64,
+    /// The same for its syncs alone (an fdatasync on a disk is slow even when its reads
+    /// and writes land in the page cache).
+    pub sync_ns_mean: AtomicU64,
 }
 
 impl SlotCounters {
@@ -280,6 +287,8 @@ impl SlotCounters {
         self.read_blocks.store(0, Ordering::Relaxed);
         self.write_blocks.store(0, Ordering::Relaxed);
         self.errors.store(0, Ordering::Relaxed);
+        self.op_ns_mean.store(0, Ordering::Relaxed);
+        self.sync_ns_mean.store(0, Ordering::Relaxed);
     }
 }
 
@@ -435,6 +444,28 @@ impl Controller {
 
     pub fn counters(&self) -> &[SlotCounters] {
         &self.counters
+    }
+
+    /// Whether member operations on `slots` are worth issuing in parallel: some member is
+    /// slow (`fanout`). Always under the scheduled tests, so they explore parallel I/O.
+    pub(crate) fn fan_out(&self, slots: impl IntoIterator<Item = u32>) -> bool {
+        self.slow(slots, |c| &c.op_ns_mean)
+    }
+
+    /// Whether syncs of `slots` are worth issuing in parallel.
+    pub(crate) fn fan_out_syncs(&self, slots: impl IntoIterator<Item = u32>) -> bool {
+        self.slow(slots, |c| &c.sync_ns_mean)
+    }
+
+    fn slow(
+        &self,
+        slots: impl IntoIterator<Item = u32>,
+        mean: impl Fn(&SlotCounters) -> &AtomicU64,
+    ) -> bool {
+        cfg!(feature = "shuttle")
+            || slots.into_iter().any(|s| {
+                mean(&self.counters[s as usize]).load(Ordering::Relaxed) >= fanout::SLOW_NS_MIN
+            })
     }
 
     /// Sync every live member (NBD FLUSH).

@@ -105,18 +105,26 @@ impl Controller {
 
     /// Before writing rows `r0..=r1`: set their regions' bits, durable before returning.
     pub(crate) fn intent_begin(&self, r0: u64, r1: u64) -> Result<(), IoFail> {
+        self.intent_begin_all(&[(r0, r1)])
+    }
+
+    /// `intent_begin` for several row ranges at once, with one bitmap write for all the
+    /// regions they newly dirty (a destage round's rows: one write and sync of the bitmap
+    /// per round rather than per row). Each range is ended with `intent_end`.
+    pub(crate) fn intent_begin_all(&self, ranges: &[(u64, u64)]) -> Result<(), IoFail> {
         let mut r = self.resync_lock();
         if r.rows_per_region == 0 {
             return Ok(());
         }
-        let (g0, g1) = (r0 / r.rows_per_region, r1 / r.rows_per_region);
         let mut changed = false;
-        for g in g0..=g1 {
-            let g = g as usize;
-            r.inflight[g] += 1;
-            if !r.dirty[g] {
-                r.dirty[g] = true;
-                changed = true;
+        for &(r0, r1) in ranges {
+            for g in r0 / r.rows_per_region..=r1 / r.rows_per_region {
+                let g = g as usize;
+                r.inflight[g] += 1;
+                if !r.dirty[g] {
+                    r.dirty[g] = true;
+                    changed = true;
+                }
             }
         }
         if changed {
@@ -129,7 +137,9 @@ impl Controller {
                 // fails), and the write fails if that leaves too few.
                 drop(r);
                 if let Err(f) = self.fail_meta_devices(&e) {
-                    self.intent_end(r0, r1);
+                    for &(r0, r1) in ranges {
+                        self.intent_end(r0, r1);
+                    }
                     return Err(f);
                 }
             }

@@ -288,6 +288,17 @@ pub fn serve(
     }
     if let Some(w) = opts.workers {
         server = server.with_workers(w);
+    } else if !opts.timing.is_empty()
+        || opts
+            .wb
+            .as_ref()
+            .is_some_and(|w| w.backup != crate::wb::BackupKind::None)
+    {
+        // Disk-timed members hold a worker for each operation's service time, and a backed
+        // write cache holds one for each write's group commit: one worker per request the
+        // server keeps in flight, or the workers, not the disks, bound the depth the array
+        // sees (and the writes one backup sync can cover).
+        server = server.with_workers(crate::nbd::server::MAX_IN_FLIGHT);
     }
     server = server.with_limits(opts.limits.clone()).with_tls(tls);
     let addr = server.local_addr();

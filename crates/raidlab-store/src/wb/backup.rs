@@ -48,7 +48,11 @@ pub struct Scan {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct BackupStats {
     pub records: u64,
+    /// Group commits run (each one write of the staged records and one sync per leg).
     pub commits: u64,
+    /// Calls to `commit` (writes waiting for durability, images, releases): with
+    /// `commits`, how many callers one sync covered.
+    pub commit_calls: u64,
     pub bytes_written: u64,
     /// Log: garbage collections (segments cleaned) and records they copied forward.
     pub gc_segments: u64,

@@ -21,6 +21,8 @@ struct State {
 pub struct GroupCommit {
     state: Mutex<State>,
     done: Condvar,
+    /// Calls to `commit` (statistics: calls per sync is how well commits group).
+    calls: std::sync::atomic::AtomicU64,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -32,6 +34,8 @@ impl GroupCommit {
     /// after the call finished. `commit` (the leader's work) writes the staged records and
     /// syncs; it runs with no lock held. Bounded: at most two commits are waited for.
     pub fn commit(&self, commit: &dyn Fn() -> io::Result<()>) -> io::Result<()> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut st = lock(&self.state);
         // A commit already running may have missed our records: wait for the next one.
         let need = st.started + 1;
@@ -60,6 +64,11 @@ impl GroupCommit {
             }
             st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Calls to `commit` so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Forget a failure (the backup was replaced).
@@ -137,6 +146,7 @@ mod tests {
             t.join().unwrap();
         }
         assert!(syncs.load(Ordering::SeqCst) <= 800);
+        assert_eq!(gc.calls(), 800);
     }
 
     #[test]

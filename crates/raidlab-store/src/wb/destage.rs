@@ -1,6 +1,8 @@
-//! The destager: one thread that asks the `WriteCache` for groups while the rate allows,
-//! writes their in-flight pages through the array's planner, syncs the members, and only
-//! then frees the frames and releases the backup records. It also carries a lost backup
+//! The destager: one thread that asks the `WriteCache` for groups while the rate allows
+//! (up to `max_destages`), writes their in-flight pages through the array's planner (the
+//! groups of a round in parallel when the members are slow, `ctrl::fanout`), syncs the
+//! members (in parallel too), and only then frees the frames and releases the backup
+//! records. It also carries a lost backup
 //! through its states (drain, void, write through, probe).
 
 use crate::sync::Instant;
@@ -10,7 +12,7 @@ use std::time::Duration;
 use raidlab::cache::write::Destage;
 
 use super::{dead, warn, Mode, WriteBack, BLOCK};
-use crate::ctrl::IoFail;
+use crate::ctrl::{fanout, IoFail};
 
 /// Bytes of page data one destage round copies out of the cache at most.
 const ROUND_BYTES_MAX: usize = 16 << 20;
@@ -120,7 +122,8 @@ impl WriteBack {
                 return false;
             }
         }
-        let mut result: Result<(), IoFail> = Ok(());
+        let mut result: Result<(), IoFail>;
+        let t_write = std::time::Instant::now();
         let lost_before = self.lost_slots();
         let mut images = match self.image_lost_units(round) {
             Ok(h) => h,
@@ -130,14 +133,31 @@ impl WriteBack {
                 Vec::new()
             }
         };
-        'write: for f in round.iter() {
-            for &(lba, n, at) in &f.runs {
-                result =
+        // The round's groups are rows of their own: written all at once when the members
+        // are slow, so `max_destages` destages are in flight on the members together.
+        let parallel = round.len() > 1 && self.ctl.fan_out(0..self.ctl.shape().disks);
+        let buf = &*buf;
+        // The rows' write-intent bits, all set by one bitmap write: a random workload
+        // dirties a new region with nearly every group, and a bitmap write syncs every
+        // member. Each group's own write then finds its bit set.
+        let per_row = self.ctl.geo.blocks_per_stripe();
+        let rows: Vec<(u64, u64)> = round
+            .iter()
+            .map(|f| (f.d.first / per_row, f.d.first / per_row))
+            .collect();
+        result = self.ctl.intent_begin_all(&rows);
+        if result.is_ok() {
+            let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
+                f.runs.iter().try_for_each(|&(lba, n, at)| {
                     self.ctl
-                        .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false);
-                if result.is_err() {
-                    break 'write;
-                }
+                        .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false)
+                })
+            });
+            if let Some(e) = done.into_iter().find_map(Result::err) {
+                result = Err(e);
+            }
+            for &(r0, r1) in &rows {
+                self.ctl.intent_end(r0, r1);
             }
         }
         if result.is_ok() && self.lost_slots().iter().any(|s| !lost_before.contains(s)) {
@@ -160,10 +180,12 @@ impl WriteBack {
                 }
             }
         }
+        let t_sync = std::time::Instant::now();
         if result.is_ok() {
             // The backup's copies may go only once the members hold the pages durably.
             result = self.ctl.flush();
         }
+        let t_release = std::time::Instant::now();
         if let Err(e) = result {
             // Only a dead array fails a write: keep the pages (readable from the cache, and
             // in the backup for a recovery once the array is repaired).
@@ -210,6 +232,15 @@ impl WriteBack {
             }
             b.release_destaged(&released);
         }
+        let c = &self.counters;
+        let ns = |d: std::time::Duration| d.as_nanos() as u64;
+        c.destage_rounds.fetch_add(1, Ordering::Relaxed);
+        c.destage_write_ns
+            .fetch_add(ns(t_sync - t_write), Ordering::Relaxed);
+        c.destage_sync_ns
+            .fetch_add(ns(t_release - t_sync), Ordering::Relaxed);
+        c.destage_release_ns
+            .fetch_add(ns(t_release.elapsed()), Ordering::Relaxed);
         true
     }
 

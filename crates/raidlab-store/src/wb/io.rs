@@ -167,10 +167,17 @@ impl WriteBack {
         }
         if done > 0 && !lost {
             if let Some(b) = &self.backup {
-                if let Err(e) = b.commit() {
-                    let mut g = self.lock();
-                    self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
-                    lost = true;
+                match b.commit() {
+                    Ok(()) => {
+                        self.counters
+                            .committed_writes
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        let mut g = self.lock();
+                        self.lose_backup(&mut g, &format!("backup commit failed: {e}"));
+                        lost = true;
+                    }
                 }
             }
         }

@@ -507,6 +507,7 @@ impl Backup for LogBackup {
         let st = self.lock();
         BackupStats {
             live: st.table.live(),
+            commit_calls: self.group.calls(),
             ..st.stats.clone()
         }
     }

@@ -382,7 +382,10 @@ impl Backup for MirrorBackup {
     }
 
     fn stats(&self) -> BackupStats {
-        self.lock().stats.clone()
+        BackupStats {
+            commit_calls: self.gc.calls(),
+            ..self.lock().stats.clone()
+        }
     }
 
     fn describe(&self) -> String {
