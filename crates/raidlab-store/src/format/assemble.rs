@@ -40,7 +40,7 @@ use super::superblock::{decode, DevRole, Superblock};
 use super::{uuid_string, BITMAP_BYTES, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
 use crate::ctrl::sync::rows_per_region;
 use crate::ctrl::{Shape, SlotState};
-use crate::member::{FileMember, Member};
+use crate::member::Member;
 
 /// An array ready to be served (see `crate::ctrl::Controller::new`).
 #[derive(Debug, Clone)]
@@ -108,7 +108,7 @@ fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>, Vec<Unusable>
     let mut unusable = Vec::new();
     for (index, p) in paths.iter().enumerate() {
         let name = p.to_string_lossy().into_owned();
-        let dev = match FileMember::open(&name) {
+        let dev = match crate::member::open_device(&name) {
             Ok(d) => d,
             Err(e) => {
                 missing.push((name, format!("cannot be opened ({e})")));
@@ -133,15 +133,11 @@ fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>, Vec<Unusable>
         let sb = match decode(&b, &name) {
             Ok(sb) => sb,
             Err(e) => {
-                unusable.push((index, Arc::new(dev) as Arc<dyn Member>, e.to_string()));
+                unusable.push((index, dev, e.to_string()));
                 continue;
             }
         };
-        found.push(Found {
-            name,
-            dev: Arc::new(dev),
-            sb,
-        });
+        found.push(Found { name, dev, sb });
     }
     Ok((found, missing, unusable))
 }

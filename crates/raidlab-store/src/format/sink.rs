@@ -371,6 +371,10 @@ impl MetaSink for SuperblockSink {
     fn readd_record(&self, dev: &dyn Member) -> Result<(u32, u64), String> {
         readd_record(self.own_superblock(dev)?)
     }
+
+    fn is_own(&self, dev: &dyn Member) -> bool {
+        self.own_superblock(dev).is_ok()
+    }
 }
 
 /// The slot a device left in sync and the last event it was in sync there, from its own
