@@ -161,3 +161,46 @@ def test_emulated_hosts_fault_cells(levels: str, modes: str, faults: str) -> Non
         if row["fault"] in ("link", "restart"):
             assert row["after_fault"]["faulty"] == [], row
     assert time.monotonic() - t < 120
+
+
+def test_raid10_across_two_machines_survives_losing_one_and_a_host_away_at_start_comes_back(
+    tmp_path: Path,
+    store_servers: ServerPool,  # noqa: F811
+    kits: Any,
+) -> None:
+    # Machine A serves slots 0 and 2, machine B slots 1 and 3: every mirror pair (0,1), (2,3)
+    # has one copy on each machine.
+    hosts = [kits(f"h{i}") for i in range(4)]
+    machine_b = [hosts[1], hosts[3]]
+    d = tmp_path / "arr"
+    cli_ok("array", "create", d, "--level", "raid10", "--disks", "4", "--chunk", "64KiB", "--size", "4MiB", *[h.uri for h in hosts])
+    srv = store_servers.start(d, "--member-timeout", "1")
+    size = 2 * MEMBER
+    qemu_io(srv.uri, f"write -P 0x31 0 {size}")
+    for h in machine_b:
+        h.kill()
+    qemu_io(srv.uri, f"write -P 0x32 0 64k", f"write -P 0x33 {size - 64 * KiB} 64k", f"read -P 0x31 {64 * KiB} 64k")
+    st = wait_until(lambda: (s := status(d))["missing"] and len(s["missing"]) == 2 and s, 10, "both of machine B's members missing")
+    assert st["state"] == "degraded" and sorted(m["slot"] for m in st["missing"]) == [1, 3], st
+    for h in machine_b:
+        h.start()
+    # One rebuild at a time: the second member waits for the first's partial resync.
+    st = wait_until(lambda: (s := status(d))["state"] in ("clean", "active") and not s["missing"] and s, 60, "both re-adds")
+    assert [m["state"] for m in st["members"]] == ["in_sync"] * 4, st
+    assert check(d)["mismatches"] == 0
+    srv.stop()
+
+    # Host 2 is down when the server starts: missing (slot unknown until it answers), and
+    # re-added once it is back.
+    hosts[2].kill()
+    srv = store_servers.start(d, "--member-timeout", "1")
+    st = status(d)
+    assert st["state"] == "degraded" and [m["slot"] for m in st["missing"]] == [None], st
+    qemu_io(srv.uri, f"write -P 0x34 {MEMBER} 64k")
+    hosts[2].start()
+    st = wait_until(lambda: (s := status(d))["state"] in ("clean", "active") and not s["missing"] and s, 60, "the re-add of host 2")
+    last = st["last_rebuild"]
+    assert (last["kind"], last["slot"]) == ("partial", 2) and last["bytes"] < MEMBER, last
+    assert check(d)["mismatches"] == 0
+    qemu_io(srv.uri, f"read -P 0x32 0 64k", f"read -P 0x34 {MEMBER} 64k", f"read -P 0x33 {size - 64 * KiB} 64k", f"read -P 0x31 {64 * KiB} {MEMBER - 64 * KiB}")
+    srv.stop()

@@ -72,6 +72,15 @@ pub(crate) fn is_away(dev: &Arc<dyn Member>) -> bool {
     dev.link().is_some_and(|l| !l.connected())
 }
 
+/// "slot K", or what is known of a member whose host was away at the start.
+fn slot_text(slot: u32) -> String {
+    if slot == u32::MAX {
+        "slot unknown: away since the start".into()
+    } else {
+        format!("slot {slot}")
+    }
+}
+
 fn settle_for(departures: u32) -> Duration {
     let shift = departures.saturating_sub(1).min(6);
     (SETTLE_MIN * (1u32 << shift)).min(SETTLE_MAX)
@@ -89,9 +98,10 @@ impl Controller {
             }
         };
         let n = st.flaps.note(dev.identity(), now);
+        let at = slot_text(slot);
         crate::warn!(
-            { "event": "MemberMissing", "slot": slot, "device": dev.path(), "departures": n },
-            "member {} (slot {slot}): host away; missing, reconnecting in the background",
+            { "event": "MemberMissing", "slot": (slot != u32::MAX).then_some(slot), "device": dev.path(), "departures": n },
+            "member {} ({at}): host away; missing, reconnecting in the background",
             dev.path()
         );
         st.missing.push(Missing {
@@ -107,6 +117,19 @@ impl Controller {
         });
         self.any_missing
             .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Watch the remote members assembly could not reach (`uris`): missing, with their
+    /// slot unknown until their superblock is read when they come back (a spare then
+    /// stays a spare, a member is re-added, by bitmap when recent enough).
+    pub fn watch_away(&self, uris: &[String]) {
+        let need = self.shape.data_offset_bytes + self.shape.member_data_bytes;
+        let mut st = self.write_state();
+        for u in uris {
+            if let Ok(m) = crate::member::nbd::NbdMember::offline(u, need) {
+                self.park_missing(&mut st, Arc::new(m), u32::MAX);
+            }
+        }
     }
 
     /// Whether a spare may be rebuilt onto `slot` now: not while its member is missing for
@@ -171,9 +194,9 @@ impl Controller {
                         m.next_try = now + m.settle;
                         crate::info!(
                             { "event": "MemberBack", "slot": m.slot, "device": m.dev.path() },
-                            "member {} (slot {}): host answers again; re-add in {} ms if it stays",
+                            "member {} ({}): host answers again; re-add in {} ms if it stays",
                             m.dev.path(),
-                            m.slot,
+                            slot_text(m.slot),
                             m.settle.as_millis()
                         );
                     }
@@ -221,7 +244,7 @@ impl Controller {
             .map(|m| {
                 json!({
                     "path": m.dev.path(),
-                    "slot": m.slot,
+                    "slot": (m.slot != u32::MAX).then_some(m.slot),
                     "away_ms": m.since.elapsed().as_millis() as u64,
                     "settling": m.up.is_some(),
                     "settle_ms": m.settle.as_millis() as u64,

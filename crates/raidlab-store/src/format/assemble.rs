@@ -72,6 +72,9 @@ pub struct Assembled {
     pub faulty: Vec<(Arc<dyn Member>, u32)>,
     /// What `force` overrode (a failure record, stale members); empty when nothing was.
     pub forced: Vec<String>,
+    /// Remote members (NBD URIs) that could not be reached: their hosts may come back
+    /// (`serve` watches them as missing members).
+    pub away: Vec<String>,
 }
 
 struct Found {
@@ -469,6 +472,11 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
         warnings,
         faulty,
         forced,
+        away: missing
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| crate::member::nbd::is_uri(n))
+            .collect(),
     })
 }
 

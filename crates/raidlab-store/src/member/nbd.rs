@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader, Read};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -117,7 +117,13 @@ impl Conn {
             t.broken = Some((errno, why));
         }
         drop(t);
-        self.socket.shutdown(Shutdown::Both);
+        // Abortive: requests still in the socket's send queue must never reach the server
+        // later (a write landing after the member's re-add would be stale data nobody
+        // resyncs). With linger 0 the last close discards the queue and sends a reset;
+        // shutting down only the read side wakes the reader without sending a FIN after
+        // the queued bytes.
+        set_linger_zero(&self.socket);
+        self.socket.shutdown(Shutdown::Read);
         self.replied.notify_all();
     }
 
@@ -234,6 +240,35 @@ impl Conn {
     }
 }
 
+/// SO_LINGER on, 0 s: closing the socket resets the connection and drops unsent bytes.
+fn set_linger_zero(s: &Stream) {
+    use std::os::fd::AsRawFd;
+    let fd = match s {
+        Stream::Tcp(t) => t.as_raw_fd(),
+        Stream::Tls(t) => match t.raw() {
+            Stream::Tcp(t) => t.as_raw_fd(),
+            _ => return,
+        },
+        // A Unix socket's bytes are in the peer's queue once written: nothing to drop.
+        Stream::Unix(_) => return,
+    };
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a descriptor `s` owns, with a pointer to a local of the size
+    // passed. A failure leaves the ordinary close, no worse than before.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
 fn conn_error(errno: i32, why: String) -> io::Error {
     let kind = io::Error::from_raw_os_error(errno).kind();
     io::Error::new(kind, why)
@@ -244,9 +279,14 @@ pub struct NbdMember {
     uri: String,
     id: DevId,
     len_bytes: u64,
-    /// The largest request the server takes (its advertised maximum, capped).
-    request_max: u32,
-    flush: bool,
+    /// The largest request the server takes (its advertised maximum, capped); set at
+    /// every connection.
+    request_max: AtomicU32,
+    /// The server takes NBD_CMD_FLUSH; set at every connection.
+    flush: AtomicBool,
+    /// Opened while its host was away: any export at least `len_bytes` long is taken at
+    /// the first connection (its superblock then says whose it is).
+    offline: AtomicBool,
     conn: Mutex<Option<Arc<Conn>>>,
     drops: AtomicU64,
     /// This member's request deadline in ms (the global one when it was opened).
@@ -293,9 +333,27 @@ impl NbdMember {
             uri: uri.to_string(),
             id,
             len_bytes,
-            request_max,
-            flush: flags & FLAG_SEND_FLUSH != 0,
+            request_max: AtomicU32::new(request_max),
+            flush: AtomicBool::new(flags & FLAG_SEND_FLUSH != 0),
+            offline: AtomicBool::new(false),
             conn: Mutex::new(Some(conn)),
+            drops: AtomicU64::new(0),
+            timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
+        })
+    }
+
+    /// A member whose host cannot be reached now (at assembly): not connected until
+    /// [`Link::reconnect`] succeeds; `len_bytes` is what the array needs of it.
+    pub fn offline(uri: &str, len_bytes: u64) -> io::Result<NbdMember> {
+        let timeout = request_timeout();
+        Ok(NbdMember {
+            uri: uri.to_string(),
+            id: uri_identity(uri)?,
+            len_bytes,
+            request_max: AtomicU32::new(REQUEST_BYTES_MAX),
+            flush: AtomicBool::new(true),
+            offline: AtomicBool::new(true),
+            conn: Mutex::new(None),
             drops: AtomicU64::new(0),
             timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
         })
@@ -358,7 +416,7 @@ impl Member for NbdMember {
         if offset.saturating_add(buf.len() as u64) > self.len_bytes {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        let step = self.request_max as usize;
+        let step = self.request_max.load(Ordering::Relaxed) as usize;
         for (i, part) in buf.chunks_mut(step).enumerate() {
             let at = offset + (i * step) as u64;
             let data = self.checked(self.request(CMD_READ, at, part.len() as u32, &[]))?;
@@ -374,7 +432,7 @@ impl Member for NbdMember {
                 "write past the end",
             ));
         }
-        let step = self.request_max as usize;
+        let step = self.request_max.load(Ordering::Relaxed) as usize;
         for (i, part) in buf.chunks(step).enumerate() {
             let at = offset + (i * step) as u64;
             self.checked(self.request(CMD_WRITE, at, part.len() as u32, part))?;
@@ -383,7 +441,7 @@ impl Member for NbdMember {
     }
 
     fn sync(&self) -> io::Result<()> {
-        if !self.flush {
+        if !self.flush.load(Ordering::Relaxed) {
             // Still checks the connection: a sync of a member that is away must fail.
             return self.conn().map(drop);
         }
@@ -416,14 +474,19 @@ impl Link for NbdMember {
         if self.connected() {
             return Ok(());
         }
-        let (conn, size, _, _) = connect(&self.uri, self.timeout())?;
-        if size != self.len_bytes {
+        let (conn, size, flags, request_max) = connect(&self.uri, self.timeout())?;
+        let offline = self.offline.load(Ordering::Relaxed);
+        if (offline && size < self.len_bytes) || (!offline && size != self.len_bytes) {
             conn.break_with(ENOTCONN, "wrong size".into());
             return Err(io::Error::other(format!(
                 "{}: the export is {size} bytes now, {} before: not the same device",
                 self.uri, self.len_bytes
             )));
         }
+        self.flush
+            .store(flags & FLAG_SEND_FLUSH != 0, Ordering::Relaxed);
+        self.request_max.store(request_max, Ordering::Relaxed);
+        self.offline.store(false, Ordering::Relaxed);
         *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn);
         Ok(())
     }
