@@ -329,18 +329,23 @@ def main() -> int:
             p.error(f"--faults: unknown fault {f!r}")
     if os.environ.get(NS_ENV):
         return inner(args)
+    return rerun_in_netns(__file__)
+
+
+def rerun_in_netns(script: str) -> int:
+    """Run ``script`` with this process's arguments again inside a network namespace of its
+    own (``NS_ENV`` names it), where the serve's loopback and the veths live: nothing of the
+    machine's own network changes. Exit code 77 (skip) where namespaces cannot be made."""
     why = why_not()
     if why:
         print(f"skipped: {why}", file=sys.stderr)
         return SKIP
-    # Run the rest inside a namespace of its own, where the serve's loopback and the veths
-    # live: nothing of the machine's own network changes.
     ns = f"rl-run{os.getpid() % 100000}"
     sh("ip", "netns", "add", ns)
     try:
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         env = dict(os.environ, **{NS_ENV: ns})
-        r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, __file__, *sys.argv[1:]], env=env, timeout=3600)
+        r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, script, *sys.argv[1:]], env=env, timeout=3600)
         return r.returncode
     finally:
         for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():

@@ -132,6 +132,15 @@ impl Controller {
         }
     }
 
+    /// Watch the remote members assembly found back after being away (their slot failed,
+    /// their superblock still claiming it): missing, so they are re-added once settled.
+    pub fn watch_returned(&self, devs: &[(Arc<dyn Member>, u32)]) {
+        let mut st = self.write_state();
+        for (d, slot) in devs {
+            self.park_missing(&mut st, Arc::clone(d), *slot);
+        }
+    }
+
     /// Whether a spare may be rebuilt onto `slot` now: not while its member is missing for
     /// less than the grace.
     pub(crate) fn spare_may_take(&self, st: &State, slot: u32) -> bool {

@@ -75,6 +75,9 @@ pub struct Assembled {
     /// Remote members (NBD URIs) that could not be reached: their hosts may come back
     /// (`serve` watches them as missing members).
     pub away: Vec<String>,
+    /// Remote members whose slot is recorded failed while their own superblock still
+    /// claims it (they were away when the array stopped), with the slot: missing at start.
+    pub returned: Vec<(Arc<dyn Member>, u32)>,
 }
 
 struct Found {
@@ -216,6 +219,7 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
     }
     let mut forced: Vec<String> = Vec::new();
     let mut faulty: Vec<(Arc<dyn Member>, u32)> = Vec::new();
+    let mut returned: Vec<(Arc<dyn Member>, u32)> = Vec::new();
     if found.is_empty() {
         let list: Vec<String> = missing
             .iter()
@@ -305,6 +309,17 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
             }
         };
         let e = f.sb.events;
+        if table[s] == SlotState::Failed && f.dev.link().is_some() {
+            // A remote member that missed the updates failing it: its host was away when
+            // the array was stopped. Watched as missing, and re-added by bitmap (`serve`).
+            warnings.push(format!(
+                "{}: slot {s} is recorded failed (events {max}) and its superblock still claims it (events {e}): its host was away; it is re-added when it has settled",
+                f.name
+            ));
+            why[s] = Some(format!("{} was away", f.name));
+            returned.push((Arc::clone(&f.dev), s as u32));
+            continue;
+        }
         if table[s] == SlotState::Failed {
             warnings.push(format!(
                 "{}: slot {s} is recorded failed (events {max}): left out; add it back as a spare to rebuild onto it",
@@ -477,6 +492,7 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
             .map(|(n, _)| n.clone())
             .filter(|n| crate::member::nbd::is_uri(n))
             .collect(),
+        returned,
     })
 }
 

@@ -143,6 +143,7 @@ pub fn controller_from(a: &format::Assembled, opts: Options) -> Result<Controlle
     ctl.init_kept(&a.kept_regions, a.cleared_events);
     ctl.adopt_faulty(&a.faulty);
     ctl.watch_away(&a.away);
+    ctl.watch_returned(&a.returned);
     Ok(ctl)
 }
 
