@@ -179,6 +179,13 @@ def write_for(nbd: Nbd, led: Ledger, rng: random.Random, qd: int, blocks: int, s
     return acked
 
 
+def len_regions(st: dict[str, Any]) -> int:
+    """The bitmap's region count."""
+    rows = st["member_data_bytes"] // st["chunk_bytes"]
+    rpr = st["resync"]["rows_per_region"] or 1
+    return int(-(-rows // rpr))
+
+
 def wait_whole(arr: Path, timeout: float) -> dict[str, Any]:
     """Wait until every member is in sync and nothing is missing, faulty or rebuilding."""
     deadline = time.monotonic() + timeout
@@ -225,6 +232,10 @@ def run_cell(root: Path, hosts: Hosts, level: str, mode: str, fault: str, member
     try:
         nbd = Nbd("127.0.0.1", port)
         acked = write_for(nbd, led, rng, qd, blocks, 1.0, errors)
+        st = ctl(arr, {"cmd": "status"})
+        # Bits already set when the host leaves are resynced at its return too: the initial
+        # resync's regions (explicit members are resynced at first start) not yet cleared.
+        out["before_fault"] = {"dirty_regions": st["resync"]["dirty_regions"], "pending_regions": st["resync"]["pending_regions"], "regions": len_regions(st)}
         t0 = time.monotonic()
         if fault == "link":
             sh("ip", "-n", hosts.client, "link", "set", f"rlv{VICTIM}", "down")
@@ -246,8 +257,10 @@ def run_cell(root: Path, hosts: Hosts, level: str, mode: str, fault: str, member
         if fault == "eio" and st["faulty"]:
             # A failing disk is faulty, not missing: the operator re-adds it once mended.
             out["re_add"] = ctl(arr, {"cmd": "re-add", "target": str(st["faulty"][0]["slot"])})
+        t1 = time.monotonic()
         st = wait_whole(arr, 120)
         out["recovered_s"] = round(time.monotonic() - t0, 2)
+        out["waited_s"] = round(time.monotonic() - t1, 2)
         acked += write_for(nbd, led, rng, qd, blocks, 0.5, errors)
         nbd.close()
         tot = Totals()

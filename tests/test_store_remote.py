@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 
 from store_fixtures import (
+    Background,
     KiB,
     MiB,
     ServerPool,
     check,
     cli_ok,
+    fio_args,
+    fio_result,
     qemu_io,
     require_tools,
     status,
@@ -219,4 +222,55 @@ def test_raid10_across_two_machines_survives_losing_one_and_a_host_away_at_start
     assert (last["kind"], last["slot"], last["regions"]) == ("partial", 3, 1), last
     assert check(d)["mismatches"] == 0
     qemu_io(srv.uri, f"read -P 0x35 {64 * KiB} 64k", f"read -P 0x34 {MEMBER} 64k")
+    srv.stop()
+
+
+def test_fio_verifies_through_a_host_restart_and_remove_then_re_add_by_uri(
+    tmp_path: Path,
+    store_servers: ServerPool,  # noqa: F811
+    kits: Any,
+) -> None:
+    require_tools("fio")
+    hosts = [kits(f"h{i}") for i in range(5)]
+    d = tmp_path / "arr"
+    cli_ok("array", "create", d, "--level", "raid6", "--disks", "5", "--chunk", "64KiB", "--size", "4MiB", *[h.uri for h in hosts])
+    srv = store_servers.start(d, "--member-timeout", "1")
+    size = 3 * MEMBER
+    # About 3 s of verified random writes (fio checks every block it wrote at the end);
+    # host 2 is killed after 1 s and started again 1 s later.
+    out = tmp_path / "fio.json"
+    args = fio_args(srv.uri, size, "--rw=randwrite", "--bs=16k", "--iodepth=8", "--do_verify=1", f"--rate=,{size // 3}")
+    bg = Background([*args, "--output-format=json", f"--output={out}"], tmp_path, "fio")
+    try:
+        time.sleep(1.0)
+        hosts[2].kill()
+        time.sleep(1.0)
+        assert bg.proc.poll() is None, "fio finished before the host came back: " + bg.output()
+        hosts[2].start()
+        rc = bg.wait(timeout=120)
+    finally:
+        bg.kill()
+    job = fio_result(out)
+    assert rc == 0 and job["error"] == 0, bg.output()
+    assert job["write"]["io_bytes"] == size
+    st = wait_until(lambda: (s := status(d))["state"] in ("clean", "active") and not s["missing"] and s, 60, "the re-add of host 2")
+    assert st["last_rebuild"]["kind"] == "partial" and st["last_rebuild"]["slot"] == 2, st["last_rebuild"]
+    assert check(d)["mismatches"] == 0
+
+    # The operator gives up on a missing host: `ctl remove` forgets it, its return is then
+    # ignored, and `ctl re-add URI` brings it back, by bitmap.
+    hosts[2].kill()
+    qemu_io(srv.uri, "write -P 0x41 0 64k", "write -P 0x42 1M 64k", "write -P 0x43 2M 64k")
+    assert [m["slot"] for m in status(d)["missing"]] == [2]
+    cli_ok("ctl", d, "remove", "2")
+    assert status(d)["missing"] == [] and hosts[2].uri not in (d / "members.json").read_text()
+    hosts[2].start()
+    time.sleep(1.5)
+    assert status(d)["members"][2]["state"] == "failed"
+    rep = json.loads(cli_ok("ctl", d, "re-add", hosts[2].uri, "--json"))
+    assert (rep["resync"], rep["slot"]) == ("partial", 2) and rep["bytes"] < MEMBER, rep
+    assert hosts[2].uri in (d / "members.json").read_text()
+    wait_until(lambda: status(d)["state"] in ("clean", "active"), 60, "the partial resync")
+    assert check(d)["mismatches"] == 0
+    qemu_io(srv.uri, "read -P 0x41 0 64k", "read -P 0x42 1M 64k", "read -P 0x43 2M 64k")
     srv.stop()
