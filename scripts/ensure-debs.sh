@@ -2,8 +2,8 @@
 # Install the NBD clients the store's tests drive (qemu-io, nbdinfo/nbdcopy/nbdfuse, fio,
 # nbdkit, and ip from iproute2 for the emulated hosts of remote members), the file-system
 # tools of its file-system tests (mkfs.ext4/e2fsck, mkfs.xfs/xfs_repair, fuse3) and the
-# browser the report test renders pages in (chromium) when one is missing and we are root on a Debian-like system. Never fails: without them those tests
-# skip with a message.
+# browser the report test renders pages in (chromium) when one is missing and we are root
+# on a Debian-like system. Never fails: without them those tests skip with a message.
 pkgs="qemu-utils libnbd-bin fio nbdkit iproute2 chromium fuse3 e2fsprogs xfsprogs"
 missing=""
 for tool in qemu-io nbdinfo nbdfuse fio nbdkit ip chromium fusermount3 mkfs.ext4 e2fsck mkfs.xfs xfs_repair; do
