@@ -116,8 +116,15 @@ def test_raid5_of_remote_members_survives_a_host_restart_and_rebuilds_onto_a_rem
     assert "host away; missing" in srv.log() and "re-added, resyncing its dirty regions" in srv.log(), srv.log()
     assert check(d)["mismatches"] == 0
 
-    # A member fails for good: the rebuild goes onto the remote spare.
+    # The spare's host goes away, and then a member fails for good: the failure's
+    # superblock update finds the spare away, so it is missing (no slot) and the slot
+    # waits; when its host is back it is a spare again and the rebuild goes onto it.
+    hosts[3].kill()
     cli_ok("ctl", d, "fail", "0")
+    st = status(d)
+    assert st["spares"] == [] and [m["slot"] for m in st["missing"]] == [None], st
+    assert st["state"] == "degraded", st
+    hosts[3].start()
     st = wait_until(lambda: (s := status(d))["state"] in ("clean", "active") and s, 60, "the rebuild onto the remote spare")
     assert st["members"][0]["path"] == hosts[3].uri, st["members"]
     assert st["last_rebuild"]["kind"] == "full", st["last_rebuild"]

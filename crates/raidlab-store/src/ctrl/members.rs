@@ -71,6 +71,12 @@ impl Controller {
         }
         if let Some(i) = st.spares.iter().position(|d| Arc::ptr_eq(d, dev)) {
             let d = st.spares.remove(i);
+            if super::missing::is_away(&d) {
+                // A remote spare whose host is away: reconnected, and a spare again when
+                // it returns (its superblock says spare).
+                self.park_missing(st, d, u32::MAX);
+                return true;
+            }
             crate::warn!(
                 { "device": d.path(), "error": why },
                 "spare {} failed ({why}); no longer a spare",

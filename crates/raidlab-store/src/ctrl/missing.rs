@@ -75,7 +75,7 @@ pub(crate) fn is_away(dev: &Arc<dyn Member>) -> bool {
 /// "slot K", or what is known of a member whose host was away at the start.
 fn slot_text(slot: u32) -> String {
     if slot == u32::MAX {
-        "slot unknown: away since the start".into()
+        "no slot: a spare, or away since the start".into()
     } else {
         format!("slot {slot}")
     }

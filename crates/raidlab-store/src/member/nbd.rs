@@ -38,6 +38,8 @@ const REQUEST_BYTES_MAX: u32 = 4 << 20;
 /// Linux errno values a lost connection is reported with.
 const ENOTCONN: i32 = 107;
 const ETIMEDOUT: i32 = 110;
+/// NBD_ESHUTDOWN (the NBD protocol's value, Linux's too).
+const ESHUTDOWN: u32 = 108;
 
 /// The request deadline of every remote member, in ms (the `serve --member-timeout` option).
 static REQUEST_TIMEOUT_MS: AtomicU64 = AtomicU64::new(5000);
@@ -403,6 +405,17 @@ impl NbdMember {
     fn checked(&self, r: Reply) -> io::Result<Vec<u8>> {
         let (errno, data) =
             r.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.uri)))?;
+        if errno == ESHUTDOWN {
+            // The server is going away (nbdkit on SIGTERM): its host, not its disk.
+            if let Ok(c) = self.conn() {
+                c.break_with(ENOTCONN, "the server is shutting down (ESHUTDOWN)".into());
+            }
+            let _ = self.conn();
+            return Err(conn_error(
+                ENOTCONN,
+                format!("{}: the server is shutting down", self.uri),
+            ));
+        }
         if errno != 0 {
             // The server's errno (EIO from a failing disk, ENOSPC...), as a local disk's.
             return Err(io::Error::from_raw_os_error(errno as i32));

@@ -192,4 +192,23 @@ fn a_slow_host_times_out_and_a_server_eio_keeps_the_connection() {
     assert_eq!(e.raw_os_error(), Some(5), "EIO from the export: {e}");
     assert!(m.connected(), "an export's error is no host failure");
     m.read_at(&mut [0u8; 512], 0).unwrap();
+
+    // ESHUTDOWN: the server is going away, so the host is, not the disk.
+    let Some(k3) = Nbdkit::start(
+        &t.path().join("x"),
+        &[
+            "--filter=error",
+            "memory",
+            "size=1M",
+            "error=ESHUTDOWN",
+            "error-pread-rate=1",
+        ],
+    ) else {
+        return;
+    };
+    let m = NbdMember::open(&k3.uri()).unwrap();
+    m.write_at(&[1; 512], 0).unwrap();
+    let e = m.read_at(&mut [0u8; 512], 0).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::NotConnected, "{e}");
+    assert!(!m.connected());
 }
