@@ -1,7 +1,8 @@
 # raidlab: two commands do everything on a fresh machine.
 #   make demo   create .venv, build, run the VDF reproduction on built-in synthetic data
 #   make test   Rust tests (fmt, clippy, cargo test) + pytest
-#   make soak   long crash soaks: ext4 and XFS on the served store, SIGKILLed 50 times per cell
+#   make soak   long crash soaks: ext4 and XFS on the served store, SIGKILLed 50 times per cell;
+#               host failures of remote members (make soak-remote)
 PY      ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
@@ -13,7 +14,7 @@ LCS     := libcachesim==0.3.5
 LCS_STAMP := $(VENV)/.libcachesim
 SOURCES := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.pyi' -o -name Cargo.toml) pyproject.toml Cargo.toml
 
-.PHONY: demo test test-rust test-python bench soak soak-sched soak-fs fuzz-build clean
+.PHONY: demo test test-rust test-python bench soak soak-sched soak-fs soak-remote fuzz-build clean
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -62,6 +63,8 @@ bench: $(STAMP)
 	$(VPY) benches/bench_store.py
 	$(VPY) benches/bench_store_wb.py
 	$(VPY) benches/bench_store_scale.py
+	# Remote members on emulated hosts (needs root and namespaces; exit 77 is a skip).
+	$(VPY) benches/bench_remote.py || [ $$? -eq 77 ]
 
 # Long runs that do not fit in `make test` (hours): the store's scheduled runs, SCHED_RUNS
 # per configuration with a crash state cut from each, then SOAK_RUNS kills per file system x
@@ -69,7 +72,7 @@ bench: $(STAMP)
 SCHED_RUNS ?= 10000
 SCHED_SEED ?= 1
 SOAK_RUNS ?= 50
-soak: soak-sched soak-fs
+soak: soak-sched soak-fs soak-remote
 
 soak-sched:
 	RAIDLAB_SCHED_RUNS=$(SCHED_RUNS) RAIDLAB_SCHED_SEED=$(SCHED_SEED) RAIDLAB_SCHED_CRASHES=1 \
@@ -78,6 +81,12 @@ soak-sched:
 soak-fs: $(STAMP)
 	-@sh scripts/ensure-debs.sh
 	$(VPY) scripts/fs_crash_soak.py --runs $(SOAK_RUNS) --strict
+
+# Host failures of remote members: every level x write mode x fault on emulated hosts
+# (network namespaces, veth pairs, nbdkit); the table in docs/store.md (Remote members).
+soak-remote: $(STAMP)
+	-@sh scripts/ensure-debs.sh
+	$(VPY) scripts/remote_faults.py --member-mib 16
 
 clean:
 	rm -rf $(VENV) target results

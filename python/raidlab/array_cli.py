@@ -85,7 +85,7 @@ def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
             spares=args.spares,
             name=args.name,
             # Absolute, from the caller's working directory (the manifest records them so).
-            members=[os.path.abspath(m) for m in args.members],
+            members=[_device(m) for m in args.members],
             force=args.force,
         )
     )
@@ -199,6 +199,8 @@ def _serve(args: argparse.Namespace) -> int:
                 event_program=args.event_program,
                 event_timeout=args.event_timeout,
                 timing=args.timing,
+                member_timeout=args.member_timeout,
+                missing_grace=args.missing_grace,
             )
         )
     finally:
@@ -412,7 +414,7 @@ def cmd_ctl(args: argparse.Namespace, console: Console) -> int:
     if action == "fail":
         rep = _ctl(args.dir, {"cmd": "fail", "slot": args.target, "force": args.force})
     elif action == "add-spare":
-        rep = _ctl(args.dir, {"cmd": "add-spare", "path": os.path.abspath(args.target)})
+        rep = _ctl(args.dir, {"cmd": "add-spare", "path": _device(args.target)})
     else:
         rep = _ctl(args.dir, {"cmd": action, "target": _slot_or_path(args.target)})
     if args.json:
@@ -463,10 +465,19 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     return 0 if out["errors"] == 0 else 1
 
 
+_NBD_SCHEMES = ("nbd://", "nbds://", "nbd+unix://", "nbds+unix://")
+
+
+def _device(text: str) -> str:
+    """A device argument: an NBD URI (a remote member) as it is; a path made absolute from
+    the caller's working directory (the server would resolve a relative one against the
+    array directory)."""
+    return text if text.startswith(_NBD_SCHEMES) else os.path.abspath(text)
+
+
 def _slot_or_path(text: str) -> str:
-    """A slot number as it is; a path made absolute from the caller's working directory
-    (the server would resolve a relative one against the array directory)."""
-    return text if text.isdigit() else os.path.abspath(text)
+    """A slot number as it is; a device as `_device` takes it."""
+    return text if text.isdigit() else _device(text)
 
 
 def _slot(text: str) -> int:
@@ -493,7 +504,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     c.add_argument("--name", default=None, help="array and export name (default: the directory's name)")
     c.add_argument("--force", action="store_true", help="overwrite an array in DIR or reuse devices with a superblock")
     c.add_argument("--json", action="store_true")
-    c.add_argument("members", nargs="*", help="explicit member paths (files or block devices): disks, then spares")
+    c.add_argument("members", nargs="*", help="explicit members (files, block devices, or NBD URIs nbd://HOST:PORT/EXPORT, nbd+unix:///EXPORT?socket=PATH): disks, then spares")
     c.set_defaults(func=cmd_array_create)
     e = asub.add_parser("examine", help="read the superblocks and show what assembly would find, or one member's superblock (writes nothing)")
     e.add_argument("dir", help="array directory, or one member file or block device")
@@ -539,6 +550,9 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     t.add_argument("--tls", default="off", metavar="off|on|require", help="off (default); on: clients may upgrade; require: every option before STARTTLS is refused")
     t.add_argument("--tls-certificates", default=None, metavar="DIR", help="directory with server-cert.pem, server-key.pem (and ca-cert.pem for --tls-verify-peer)")
     t.add_argument("--tls-verify-peer", action="store_true", help="require a client certificate signed by DIR/ca-cert.pem")
+    r = s.add_argument_group("remote members (docs/store.md: Remote members)")
+    r.add_argument("--member-timeout", type=float, default=5.0, metavar="SECS", help="a remote member's request deadline: past it, its host is taken as away and the member is missing (default 5)")
+    r.add_argument("--missing-grace", type=float, default=30.0, metavar="SECS", help="how long a missing member's slot waits for its host before a spare is rebuilt onto it (default 30)")
     s.add_argument("--force", action="store_true", help="start an array recorded failed, or with a stale member, as md's --assemble --force (every region is resynced)")
     s.add_argument("--read-only", action="store_true", help="export read-only and write nothing to the members (no resync or rebuild; ctl fail/add-spare/remove/re-add refused)")
     s.add_argument("--pid-file", default=None, help="write the server's process id here once it accepts connections (removed at exit)")

@@ -48,6 +48,8 @@ KEYS: dict[str, tuple[str, tuple[type, ...], str]] = {
     "log-level": ("log_level", (str,), '"error", "warn", "info" or "debug"'),
     "event-program": ("event_program", (str,), "a program path"),
     "event-timeout": ("event_timeout", (int, float), "seconds"),
+    "member-timeout": ("member_timeout", (int, float), "seconds"),
+    "missing-grace": ("missing_grace", (int, float), "seconds"),
 }
 DESTS = {dest: key for key, (dest, _, _) in KEYS.items()}
 PATH_KEYS = ("backup-path", "event-program")

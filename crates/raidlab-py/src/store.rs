@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -86,6 +86,8 @@ pub fn serve(
     event_program: Option<&str>,
     event_timeout: f64,
     timing: Option<&str>,
+    member_timeout: f64,
+    missing_grace: f64,
 ) -> PyResult<String> {
     let mut opts = store_serve::ServeOptions::parse(
         listen,
@@ -113,6 +115,10 @@ pub fn serve(
     .map_err(|e| to_py(py, e))?;
     opts.force = force;
     opts.read_only = read_only;
+    opts.member_timeout = store_serve::seconds("--member-timeout", member_timeout, 0.05, 3600.0)
+        .map_err(|e| to_py(py, e))?;
+    opts.missing_grace = store_serve::seconds("--missing-grace", missing_grace, 0.0, 86400.0)
+        .map_err(|e| to_py(py, e))?;
     opts.timing = raidlab_store::member::timed::TimingOptions::parse(timing.unwrap_or(""))
         .map_err(|e| to_py(py, e))?;
     opts.log =

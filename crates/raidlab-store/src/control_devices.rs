@@ -12,7 +12,16 @@ use crate::ctrl::Controller;
 use crate::device::{self, Locks};
 use crate::format;
 use crate::member::timed::TimingOptions;
-use crate::member::{FileMember, Member};
+use crate::member::Member;
+
+/// A device named in a request: an NBD URI as it is, a relative path under DIR.
+fn resolve(dir: &Path, name: &str) -> PathBuf {
+    if Path::new(name).is_absolute() || crate::member::nbd::is_uri(name) {
+        PathBuf::from(name)
+    } else {
+        dir.join(name)
+    }
+}
 
 /// A device brought in at run time, timed as `serve --timing` times the spares.
 fn timed(dev: Arc<dyn Member>, timing: &TimingOptions) -> Result<Arc<dyn Member>, String> {
@@ -29,11 +38,7 @@ pub(super) fn add_spare(
     path: &str,
     timing: &TimingOptions,
 ) -> Value {
-    let resolved = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        dir.join(path)
-    };
+    let resolved = resolve(dir, path);
     let text = resolved.display().to_string();
     // By identity, not spelling: `arr/disk1`, `./arr/disk1` and a symlink are one device.
     let id = match crate::member::DevId::of_path(&resolved) {
@@ -55,7 +60,7 @@ pub(super) fn add_spare(
         Ok(l) => l,
         Err(e) => return fail(e.to_string()),
     };
-    let dev = match FileMember::open(&text) {
+    let dev = match crate::member::open_device(&text) {
         Ok(d) => d,
         Err(e) => return fail(format!("{text}: {e}")),
     };
@@ -67,7 +72,7 @@ pub(super) fn add_spare(
             return fail(e.to_string());
         }
     }
-    let dev = match timed(Arc::new(dev), timing) {
+    let dev = match timed(dev, timing) {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
@@ -97,11 +102,7 @@ pub(super) fn re_add_path(
             "no faulty device was taken out of slot {target} (`ctl status` lists them; a removed device is named by its path)"
         ));
     }
-    let resolved = if Path::new(target).is_absolute() {
-        PathBuf::from(target)
-    } else {
-        dir.join(target)
-    };
+    let resolved = resolve(dir, target);
     let text = resolved.display().to_string();
     let id = crate::member::DevId::of_path(&resolved).map_err(|e| {
         format!("{text} is not a faulty device of this array (`ctl status` lists them), and cannot be opened as a former member: {e}")
@@ -119,9 +120,9 @@ pub(super) fn re_add_path(
         ));
     }
     let lock = device::lock_exclusive(&resolved).map_err(|e| e.to_string())?;
-    let dev = FileMember::open(&text).map_err(|e| format!("{text}: {e}"))?;
+    let dev = crate::member::open_device(&text).map_err(|e| format!("{text}: {e}"))?;
     let r = ctl
-        .re_add_device(timed(Arc::new(dev), timing)?)
+        .re_add_device(timed(dev, timing)?)
         .map_err(|e| e.to_string())?;
     locks.add(lock);
     format::add_to_manifest(dir, &resolved).map_err(|e| e.to_string())?;

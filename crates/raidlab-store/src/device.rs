@@ -23,7 +23,8 @@ use crate::member::DevId;
 /// An exclusive lock on one device, released on drop.
 #[derive(Debug)]
 pub struct DevLock {
-    _file: File,
+    /// `None` for a remote member: its server, not this host, owns it.
+    _file: Option<File>,
     pub path: String,
     pub id: DevId,
 }
@@ -36,6 +37,16 @@ fn display(p: &Path) -> String {
 /// another process, or another lock of this process, holds it.
 pub fn lock_exclusive(path: &Path) -> Result<DevLock> {
     let name = display(path);
+    if crate::member::nbd::is_uri(&name) {
+        // Another host's export cannot be locked from here: the array's manifest and the
+        // identity checks keep one array from naming it twice.
+        let id = DevId::of_path(path).map_err(|e| Error::io(&name, &e))?;
+        return Ok(DevLock {
+            _file: None,
+            path: name,
+            id,
+        });
+    }
     let meta = std::fs::metadata(path).map_err(|e| Error::io(&name, &e))?;
     let id = DevId::of_path(path).map_err(|e| Error::io(&name, &e))?;
     if meta.file_type().is_block_device() {
@@ -54,7 +65,7 @@ pub fn lock_exclusive(path: &Path) -> Result<DevLock> {
                 }
             })?;
         return Ok(DevLock {
-            _file: file,
+            _file: Some(file),
             path: name,
             id,
         });
@@ -73,7 +84,7 @@ pub fn lock_exclusive(path: &Path) -> Result<DevLock> {
         return Err(Error::io(&name, &e));
     }
     Ok(DevLock {
-        _file: file,
+        _file: Some(file),
         path: name,
         id,
     })
@@ -130,6 +141,9 @@ impl Locks {
 /// file.
 pub fn preallocate(path: &Path, len: u64) -> Result<bool> {
     let name = display(path);
+    if crate::member::nbd::is_uri(&name) {
+        return Ok(false);
+    }
     let meta = std::fs::metadata(path).map_err(|e| Error::io(&name, &e))?;
     if !meta.file_type().is_file() {
         return Ok(false);

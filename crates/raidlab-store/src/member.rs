@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+pub mod nbd;
 pub mod timed;
 
 /// One member device. Every method may be called from many threads at once.
@@ -33,6 +34,19 @@ pub trait Member: Send + Sync + std::fmt::Debug {
     fn timing(&self) -> Option<timed::TimingStatus> {
         None
     }
+    /// A remote member's connection (`nbd::NbdMember`); `None` for local devices.
+    fn link(&self) -> Option<&dyn nbd::Link> {
+        None
+    }
+}
+
+/// Open the member `name` names: an NBD URI (`nbd::is_uri`) or a file or block device.
+pub fn open_device(name: &str) -> io::Result<Arc<dyn Member>> {
+    if nbd::is_uri(name) {
+        Ok(Arc::new(nbd::NbdMember::open(name)?))
+    } else {
+        Ok(Arc::new(FileMember::open(name)?))
+    }
 }
 
 /// A device's identity (DESIGN §9): the inode of a file, the device number of a block
@@ -45,11 +59,17 @@ pub enum DevId {
     Block { rdev: u64 },
     /// An in-memory member (tests): unique for the life of the process.
     Mem(u64),
+    /// An NBD export: a hash of its server address and export name.
+    Remote(u64),
 }
 
 impl DevId {
-    /// The identity of the file or device at `path` (symlinks followed).
+    /// The identity of the file or device at `path` (symlinks followed), or of the export
+    /// an NBD URI names (no connection made).
     pub fn of_path(path: &std::path::Path) -> io::Result<DevId> {
+        if let Some(uri) = path.to_str().filter(|p| nbd::is_uri(p)) {
+            return nbd::uri_identity(uri);
+        }
         Ok(DevId::of_meta(&std::fs::metadata(path)?))
     }
 
@@ -375,6 +395,10 @@ impl Member for FaultMember {
 
     fn identity(&self) -> DevId {
         self.inner.identity()
+    }
+
+    fn link(&self) -> Option<&dyn nbd::Link> {
+        self.inner.link()
     }
 }
 

@@ -71,6 +71,12 @@ impl Controller {
         }
         if let Some(i) = st.spares.iter().position(|d| Arc::ptr_eq(d, dev)) {
             let d = st.spares.remove(i);
+            if super::missing::is_away(&d) {
+                // A remote spare whose host is away: reconnected, and a spare again when
+                // it returns (its superblock says spare).
+                self.park_missing(st, d, u32::MAX);
+                return true;
+            }
             crate::warn!(
                 { "device": d.path(), "error": why },
                 "spare {} failed ({why}); no longer a spare",
@@ -189,8 +195,7 @@ impl Controller {
             // The replacement failed: drop it and its progress; the slot stays failed.
             st.array.abort_rebuild(slot);
             if let Some(dev) = st.devs[slot as usize].take() {
-                st.faulty.push(dev);
-                st.faulty_slots.push(slot);
+                self.take_out(st, dev, slot);
             }
             if let Ok(mut job) = self.rebuild.lock() {
                 *job = None;
@@ -207,8 +212,7 @@ impl Controller {
         match st.array.fail(slot) {
             Ok(()) => {
                 if let Some(dev) = st.devs[slot as usize].take() {
-                    st.faulty.push(dev);
-                    st.faulty_slots.push(slot);
+                    self.take_out(st, dev, slot);
                 }
                 crate::warn!(
                     { "slot": slot, "device": name, "error": why },
@@ -225,6 +229,16 @@ impl Controller {
                 st.dead = Some(msg.clone());
                 (true, Err(IoFail::Failed(msg)))
             }
+        }
+    }
+
+    /// A device failed out of `slot`: missing when its host is away, else faulty.
+    fn take_out(&self, st: &mut State, dev: Arc<dyn Member>, slot: u32) {
+        if super::missing::is_away(&dev) {
+            self.park_missing(st, dev, slot);
+        } else {
+            st.faulty.push(dev);
+            st.faulty_slots.push(slot);
         }
     }
 
@@ -271,6 +285,11 @@ impl Controller {
         {
             st.faulty_slots.remove(i);
             st.faulty.remove(i).path().to_string()
+        } else if let Some(i) = (0..st.missing.len())
+            .find(|&i| named(&st.missing[i].dev) || Some(st.missing[i].slot) == by_slot)
+        {
+            // The operator gives up on a host: no re-add when it returns.
+            st.missing.remove(i).dev.path().to_string()
         } else {
             return Err(IoFail::Invalid(format!(
                 "{target} is neither a spare nor a failed member (in-sync members cannot be removed; fail them first)"

@@ -20,6 +20,7 @@ pub mod fanout;
 pub mod io;
 pub mod locks;
 mod members;
+mod missing;
 mod ops;
 pub mod readd;
 pub mod rebuild;
@@ -235,6 +236,11 @@ pub trait MetaSink: Send + Sync {
     fn readd_record(&self, _dev: &dyn Member) -> Result<(u32, u64), String> {
         Err("the array keeps no superblocks to vouch for it".into())
     }
+
+    /// Whether `dev`'s own superblock names this array.
+    fn is_own(&self, _dev: &dyn Member) -> bool {
+        false
+    }
 }
 
 /// A sink that persists nothing (tests of the data path).
@@ -253,6 +259,9 @@ pub struct Options {
     pub rebuild_rate: RateSpec,
     /// Start a rebuild by itself when a slot is failed and a spare is present.
     pub auto_rebuild: bool,
+    /// How long a missing member's slot waits for its host before a spare is rebuilt onto
+    /// it (`missing.rs`).
+    pub missing_grace: std::time::Duration,
 }
 
 impl Default for Options {
@@ -262,6 +271,7 @@ impl Default for Options {
             rebuild_order: OrderSpec::Sequential,
             rebuild_rate: RateSpec::Full,
             auto_rebuild: true,
+            missing_grace: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -303,6 +313,11 @@ pub(crate) struct State {
     pub clean: bool,
     /// Set once the array lost more than it survives: every request fails from then on.
     pub dead: Option<String>,
+    /// Members whose host is away (`missing.rs`), failed for the array but not faulty.
+    pub missing: Vec<missing::Missing>,
+    /// The device of a running partial re-add, its slot and the event it first left at.
+    pub readd_left: Option<(Arc<dyn Member>, u32, u64)>,
+    pub flaps: missing::Flaps,
 }
 
 impl State {
@@ -321,6 +336,12 @@ impl State {
         }
         if self.faulty.iter().any(|d| d.identity() == id) {
             return Some("a faulty device".into());
+        }
+        if let Some(m) = self.missing.iter().find(|m| m.dev.identity() == id) {
+            return Some(format!(
+                "the missing member of slot {} (its host is away; it is re-added when it returns)",
+                m.slot
+            ));
         }
         None
     }
@@ -344,6 +365,10 @@ pub struct Controller {
     pub(crate) shutdown: AtomicBool,
     /// What a layer in front (the write-back cache) adds to `ctl status`.
     pub(crate) front_status: std::sync::OnceLock<StatusHook>,
+    /// A member may be missing (a hint: the background pass then looks at the state).
+    /// A std atomic: no scheduling point for the scheduled tests, which have no remote
+    /// members.
+    pub(crate) any_missing: std::sync::atomic::AtomicBool,
 }
 
 /// A closure that reports a front layer's state as JSON.
@@ -397,6 +422,9 @@ impl Controller {
                 events,
                 clean: false,
                 dead: None,
+                missing: Vec::new(),
+                readd_left: None,
+                flaps: Default::default(),
             }),
             locks: StripeLocks::default(),
             cache,
@@ -409,6 +437,7 @@ impl Controller {
             busy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
             front_status: std::sync::OnceLock::new(),
+            any_missing: std::sync::atomic::AtomicBool::new(false),
             shape,
         };
         if let Some((slot, _)) = recovering {
@@ -532,6 +561,7 @@ impl Controller {
             if self.resync_step() {
                 busy = true;
             }
+            self.reconnect_missing();
             if last_clear.elapsed() >= std::time::Duration::from_millis(500) {
                 self.intent_clear_idle(false);
                 last_clear = crate::sync::Instant::now();

@@ -92,6 +92,17 @@ impl Controller {
     /// out with `ctl remove`, or left out at the start). Partial when its superblock says it
     /// is recent enough (module doc), otherwise a spare and a full rebuild.
     pub fn re_add_device(&self, dev: Arc<dyn Member>) -> Result<ReAdded, IoFail> {
+        self.re_add_inner(dev, None)
+    }
+
+    /// `re_add_device`; `remembered` is the slot and event a returning missing device first
+    /// left in sync at, when its own superblock no longer says so (it went away again
+    /// during the partial resync of an earlier re-add: `missing.rs`).
+    pub(crate) fn re_add_inner(
+        &self,
+        dev: Arc<dyn Member>,
+        remembered: Option<(u32, u64)>,
+    ) -> Result<ReAdded, IoFail> {
         let need = self.shape.data_offset_bytes + self.shape.member_data_bytes;
         if dev.len_bytes() < need {
             return Err(IoFail::Invalid(format!(
@@ -101,7 +112,12 @@ impl Controller {
             )));
         }
         // Read before the locks: the device is no member, nothing else writes it.
-        let record = self.meta.readd_record(dev.as_ref());
+        let record = match (self.meta.readd_record(dev.as_ref()), remembered) {
+            (Ok(r), _) => Ok(r),
+            // Only for a device of this array: its superblock still names the array.
+            (Err(_), Some(r)) if self.meta.is_own(dev.as_ref()) => Ok(r),
+            (Err(e), _) => Err(e),
+        };
         // Lock order: the bitmap, then the state. Holding the bitmap while the slot is
         // taken means no write sets a bit in between: a region is either dirty here (and
         // resynced) or written after, through the new member.
@@ -120,6 +136,7 @@ impl Controller {
                 )));
             }
         }
+        let record_left = record.as_ref().ok().map(|&(_, l)| l);
         let verdict = record.and_then(|(slot, left)| {
             self.readd_verdict(&st, r.cleared_events, r.rows_per_region, slot, left)
                 .map(|()| slot)
@@ -133,6 +150,13 @@ impl Controller {
         let slot = match verdict {
             Ok(slot) => slot,
             Err(why) => {
+                if st
+                    .readd_left
+                    .as_ref()
+                    .is_some_and(|(d, _, _)| Arc::ptr_eq(d, &dev))
+                {
+                    st.readd_left = None;
+                }
                 st.spares.push(dev);
                 self.persist(&mut st);
                 drop(st);
@@ -163,6 +187,7 @@ impl Controller {
         for row in (0..rows).filter(|&row| !dirty(row)) {
             st.array.mark_rebuilt(slot, row);
         }
+        st.readd_left = record_left.map(|l| (Arc::clone(&dev), slot, l));
         st.devs[slot as usize] = Some(dev);
         self.counters[slot as usize].reset();
         // The job is set before the superblocks are written: a device failing that write

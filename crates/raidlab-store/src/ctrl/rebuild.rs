@@ -170,7 +170,7 @@ impl Controller {
             .failed()
             .iter()
             .copied()
-            .find(|&s| st.array.rebuilding(s).is_none())
+            .find(|&s| st.array.rebuilding(s).is_none() && self.spare_may_take(&st, s))
         else {
             return false;
         };

@@ -110,6 +110,8 @@ impl Controller {
             .map(|s| {
                 let state = if st.array.rebuilding(s).is_some() {
                     "rebuilding"
+                } else if st.missing.iter().any(|m| m.slot == s) {
+                    "missing"
                 } else if st.array.is_failed(s) {
                     "failed"
                 } else {
@@ -149,6 +151,7 @@ impl Controller {
             "members": members,
             "spares": st.spares.iter().map(|d| d.path().to_string()).collect::<Vec<_>>(),
             "faulty": faulty,
+            "missing": Self::missing_json(&st),
             "rebuild": rebuild,
             "last_rebuild": last_rebuild,
             "resync": resync,

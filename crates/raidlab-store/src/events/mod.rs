@@ -18,6 +18,7 @@
 //! | event | device | when |
 //! | --- | --- | --- |
 //! | `Fail` | the member | an in-sync member failed (I/O error or `ctl fail`) |
+//! | `Missing` | the member | an in-sync member's host went away (a remote member, raidlab) |
 //! | `FailSpare` | the replacement | a member being rebuilt failed; its rebuild stopped |
 //! | `RebuildStarted` | the replacement | a rebuild started (or was resumed at start) |
 //! | `Rebuild20` .. `Rebuild80` | the replacement | the rebuild passed 20, 40, 60, 80 % |

@@ -245,7 +245,18 @@ impl Monitor {
     ) {
         let replaced = old.1 != new.1;
         let (o, n) = (old.0.as_str(), new.0.as_str());
-        if o == "in_sync" && (n != "in_sync" || replaced) {
+        if o == "in_sync" && n == "missing" {
+            bus.emit(
+                Level::Warn,
+                "Missing",
+                old.1.as_deref(),
+                &format!(
+                    "member {} (slot {slot}): its host is away; missing, re-added when it returns",
+                    old.1.as_deref().unwrap_or("-")
+                ),
+                json!({ "slot": slot }),
+            );
+        } else if o == "in_sync" && (n != "in_sync" || replaced) {
             bus.emit(
                 Level::Warn,
                 "Fail",

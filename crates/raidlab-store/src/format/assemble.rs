@@ -40,7 +40,7 @@ use super::superblock::{decode, DevRole, Superblock};
 use super::{uuid_string, BITMAP_BYTES, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
 use crate::ctrl::sync::rows_per_region;
 use crate::ctrl::{Shape, SlotState};
-use crate::member::{FileMember, Member};
+use crate::member::Member;
 
 /// An array ready to be served (see `crate::ctrl::Controller::new`).
 #[derive(Debug, Clone)]
@@ -72,6 +72,12 @@ pub struct Assembled {
     pub faulty: Vec<(Arc<dyn Member>, u32)>,
     /// What `force` overrode (a failure record, stale members); empty when nothing was.
     pub forced: Vec<String>,
+    /// Remote members (NBD URIs) that could not be reached: their hosts may come back
+    /// (`serve` watches them as missing members).
+    pub away: Vec<String>,
+    /// Remote members whose slot is recorded failed while their own superblock still
+    /// claims it (they were away when the array stopped), with the slot: missing at start.
+    pub returned: Vec<(Arc<dyn Member>, u32)>,
 }
 
 struct Found {
@@ -108,7 +114,7 @@ fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>, Vec<Unusable>
     let mut unusable = Vec::new();
     for (index, p) in paths.iter().enumerate() {
         let name = p.to_string_lossy().into_owned();
-        let dev = match FileMember::open(&name) {
+        let dev = match crate::member::open_device(&name) {
             Ok(d) => d,
             Err(e) => {
                 missing.push((name, format!("cannot be opened ({e})")));
@@ -133,15 +139,11 @@ fn read_all(paths: &[PathBuf]) -> Result<(Vec<Found>, Vec<Unread>, Vec<Unusable>
         let sb = match decode(&b, &name) {
             Ok(sb) => sb,
             Err(e) => {
-                unusable.push((index, Arc::new(dev) as Arc<dyn Member>, e.to_string()));
+                unusable.push((index, dev, e.to_string()));
                 continue;
             }
         };
-        found.push(Found {
-            name,
-            dev: Arc::new(dev),
-            sb,
-        });
+        found.push(Found { name, dev, sb });
     }
     Ok((found, missing, unusable))
 }
@@ -217,6 +219,7 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
     }
     let mut forced: Vec<String> = Vec::new();
     let mut faulty: Vec<(Arc<dyn Member>, u32)> = Vec::new();
+    let mut returned: Vec<(Arc<dyn Member>, u32)> = Vec::new();
     if found.is_empty() {
         let list: Vec<String> = missing
             .iter()
@@ -306,6 +309,17 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
             }
         };
         let e = f.sb.events;
+        if table[s] == SlotState::Failed && f.dev.link().is_some() {
+            // A remote member that missed the updates failing it: its host was away when
+            // the array was stopped. Watched as missing, and re-added by bitmap (`serve`).
+            warnings.push(format!(
+                "{}: slot {s} is recorded failed (events {max}) and its superblock still claims it (events {e}): its host was away; it is re-added when it has settled",
+                f.name
+            ));
+            why[s] = Some(format!("{} was away", f.name));
+            returned.push((Arc::clone(&f.dev), s as u32));
+            continue;
+        }
         if table[s] == SlotState::Failed {
             warnings.push(format!(
                 "{}: slot {s} is recorded failed (events {max}): left out; add it back as a spare to rebuild onto it",
@@ -473,6 +487,12 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
         warnings,
         faulty,
         forced,
+        away: missing
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| crate::member::nbd::is_uri(n))
+            .collect(),
+        returned,
     })
 }
 

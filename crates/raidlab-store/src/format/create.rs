@@ -17,6 +17,8 @@ use super::{
 };
 use crate::ctrl::sync::rows_per_region;
 use crate::ctrl::{Shape, SlotState};
+use crate::member::{FileMember, Member};
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub struct CreateSpec {
@@ -137,6 +139,12 @@ fn validate(spec: &CreateSpec) -> Result<u64> {
 /// `force`) is not some array's member already.
 fn check_explicit(path: &Path, need: u64, force: bool) -> Result<()> {
     let name = display(path);
+    if crate::member::nbd::is_uri(&name) {
+        let dev = crate::member::open_device(&name).map_err(|e| Error::io(&name, &e))?;
+        let mut b = [0u8; SUPERBLOCK_BYTES];
+        let sb = dev.read_at(&mut b, SUPERBLOCK_OFFSET).ok().map(|()| b);
+        return check_found(&name, dev.len_bytes(), need, force, sb);
+    }
     let mut f = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::store(
@@ -147,20 +155,33 @@ fn check_explicit(path: &Path, need: u64, force: bool) -> Result<()> {
     };
     // A block device's metadata length is 0: seek to its end instead.
     let len = f.seek(SeekFrom::End(0)).map_err(|e| Error::io(&name, &e))?;
+    let mut b = [0u8; SUPERBLOCK_BYTES];
+    let sb = f.read_exact_at(&mut b, SUPERBLOCK_OFFSET).ok().map(|()| b);
+    check_found(&name, len, need, force, sb)
+}
+
+/// An explicit member's size is enough, and (unless `force`) `sb`, the bytes where its
+/// superblock would be, hold none.
+fn check_found(
+    name: &str,
+    len: u64,
+    need: u64,
+    force: bool,
+    sb: Option<[u8; SUPERBLOCK_BYTES]>,
+) -> Result<()> {
     if len < need {
         return Err(Error::store(
-            &name,
+            name,
             format!(
                 "{len} bytes is too small: a member needs data offset {DATA_OFFSET_BYTES} + member data {} = {need} bytes",
                 need - DATA_OFFSET_BYTES
             ),
         ));
     }
-    let mut b = [0u8; SUPERBLOCK_BYTES];
-    if !force && f.read_exact_at(&mut b, SUPERBLOCK_OFFSET).is_ok() {
-        if let Ok(sb) = decode(&b, &name) {
+    if let (false, Some(b)) = (force, sb) {
+        if let Ok(sb) = decode(&b, name) {
             return Err(Error::store(
-                &name,
+                name,
                 format!(
                     "already a member of array {:?} (uuid {}); use --force to reuse it",
                     sb.name,
@@ -174,28 +195,37 @@ fn check_explicit(path: &Path, need: u64, force: bool) -> Result<()> {
 
 /// Write a member's metadata area: zeros up to the data offset (when it may hold old bytes),
 /// then its superblock and bitmap.
-fn write_meta(f: &File, name: &str, sb: &Superblock, bitmap: &[u8], zero: bool) -> Result<()> {
+fn write_meta(
+    f: &dyn Member,
+    name: &str,
+    sb: &Superblock,
+    bitmap: &[u8],
+    zero: bool,
+) -> Result<()> {
     let io = |e: std::io::Error| Error::io(name, &e);
     if zero {
         let zeros = vec![0u8; 64 << 10];
         // Bounded: DATA_OFFSET_BYTES / 64 KiB = 16 writes.
         let mut off = 0;
         while off < DATA_OFFSET_BYTES {
-            f.write_all_at(&zeros, off).map_err(io)?;
+            f.write_at(&zeros, off).map_err(io)?;
             off += zeros.len() as u64;
         }
     }
-    f.write_all_at(&sb.encode(), SUPERBLOCK_OFFSET)
-        .map_err(io)?;
-    f.write_all_at(bitmap, BITMAP_OFFSET).map_err(io)?;
-    f.sync_data().map_err(io)
+    f.write_at(&sb.encode(), SUPERBLOCK_OFFSET).map_err(io)?;
+    f.write_at(bitmap, BITMAP_OFFSET).map_err(io)?;
+    f.sync().map_err(io)
 }
 
 /// Open (or make) one member and reserve its blocks: a new file is `need` bytes, allocated
 /// with fallocate (it reads as zeros); an explicit regular file keeps its bytes and has its
 /// first `need` bytes allocated; a block device is left as it is.
-fn open_member(p: &Path, explicit: bool, need: u64) -> Result<File> {
+fn open_member(p: &Path, explicit: bool, need: u64) -> Result<Arc<dyn Member>> {
     let name = display(p);
+    if crate::member::nbd::is_uri(&name) {
+        // A remote export: its server owns its blocks.
+        return crate::member::open_device(&name).map_err(|e| Error::io(&name, &e));
+    }
     let f = if explicit {
         OpenOptions::new().read(true).write(true).open(p)
     } else {
@@ -215,7 +245,9 @@ fn open_member(p: &Path, explicit: bool, need: u64) -> Result<File> {
             f.set_len(need).map_err(|e| Error::io(&name, &e))?;
         }
     }
-    Ok(f)
+    drop(f);
+    let m = FileMember::open(&name).map_err(|e| Error::io(&name, &e))?;
+    Ok(Arc::new(m))
 }
 
 /// Create the array `spec` describes. Everything is validated before the first write.
@@ -257,8 +289,16 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
             }
             for (i, p) in list.iter().enumerate() {
                 let abs = std::path::absolute(p).map_err(|e| Error::io(display(p), &e))?;
+                // Two URIs of one export (`nbd://h/e`, `nbd://h:10809/e`) are one device.
+                let id = |q: &Path| {
+                    let s = display(q);
+                    crate::member::nbd::is_uri(&s)
+                        .then(|| crate::member::nbd::uri_identity(&s).ok())
+                        .flatten()
+                };
                 for q in &list[..i] {
-                    if std::path::absolute(q).ok().as_deref() == Some(abs.as_path()) {
+                    let same_id = id(p).is_some() && id(p) == id(q);
+                    if same_id || std::path::absolute(q).ok().as_deref() == Some(abs.as_path()) {
                         return Err(Error::config(
                             "members",
                             format!("{} is listed twice", display(p)),
@@ -359,7 +399,7 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
             slots: vec![SlotState::InSync; spec.disks as usize],
         };
         // A new file reads as zeros already.
-        write_meta(f, &name, &sb, &bitmap, explicit)?;
+        write_meta(f.as_ref(), &name, &sb, &bitmap, explicit)?;
     }
     // The manifest last: its presence marks a complete array. It syncs DIR, which also makes
     // the new member files' names durable.

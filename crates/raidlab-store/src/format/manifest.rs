@@ -2,7 +2,8 @@
 //! can be assembled from their directory alone.
 //!
 //! `{"format": "raidlab-members", "version": 1, "paths": [...]}`: members first, then
-//! spares, each relative to DIR when inside it and absolute otherwise. It is replaced
+//! spares, each relative to DIR when inside it and absolute otherwise, or an NBD URI (a
+//! remote member, `member::nbd`) as given. It is replaced
 //! atomically (write a temporary file, fdatasync, rename, fsync the directory).
 
 use std::fs::File;
@@ -89,7 +90,12 @@ pub fn parse_manifest(text: &str, dir: &Path, name: &str) -> Result<Vec<PathBuf>
             .as_str()
             .filter(|s| !s.is_empty() && !s.contains('\0'))
             .ok_or_else(|| corrupt(format!("paths[{i}] is not a non-empty path string")))?;
-        let full = dir.join(s);
+        // An NBD URI names a remote member as it is; a path is relative to DIR.
+        let full = if crate::member::nbd::is_uri(s) {
+            PathBuf::from(s)
+        } else {
+            dir.join(s)
+        };
         if out.contains(&full) {
             return Err(corrupt(format!("paths[{i}] ({s}) is listed twice")));
         }
@@ -100,6 +106,9 @@ pub fn parse_manifest(text: &str, dir: &Path, name: &str) -> Result<Vec<PathBuf>
 
 /// How `path` is recorded: relative to `dir` when inside it, absolute otherwise.
 fn entry(dir: &Path, path: &Path) -> Result<String> {
+    if let Some(uri) = path.to_str().filter(|p| crate::member::nbd::is_uri(p)) {
+        return Ok(uri.to_string());
+    }
     let abs = |p: &Path| std::path::absolute(p).map_err(|e| Error::io(display(p), &e));
     let (d, p) = (abs(dir)?, abs(path)?);
     let rec = p.strip_prefix(&d).map(Path::to_path_buf).unwrap_or(p);

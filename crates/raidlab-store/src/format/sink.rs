@@ -339,25 +339,43 @@ impl MetaSink for SuperblockSink {
         let devs: Vec<Arc<dyn Member>> = inner.slot_devs.iter().flatten().cloned().collect();
         let mut err = MetaError::default();
         let mut current = HashSet::new();
-        // Write all, then sync all: the devices' writes overlap, and every bitmap is durable
-        // before this returns (the controller writes data only after).
-        let mut ok = Vec::new();
-        for d in &devs {
-            match d.write_at(&bytes, BITMAP_OFFSET) {
-                Ok(()) => ok.push(d),
-                Err(e) => err
-                    .devices
-                    .push((d.clone(), format!("writing the bitmap: {e}"))),
-            }
-        }
-        for d in ok {
-            match d.sync() {
+        // Every bitmap is durable before this returns (the controller writes data only
+        // after).
+        let results: Vec<Result<(), String>> = if devs.iter().any(|d| d.link().is_some()) {
+            // Remote members: each write and flush is a network round trip, so the devices
+            // are written in parallel (one round of each instead of one per device).
+            crate::sync::thread::scope(|scope| {
+                let handles: Vec<_> = devs
+                    .iter()
+                    .map(|d| scope.spawn(|| write_bitmap(d.as_ref(), &bytes)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+                    .collect()
+            })
+        } else {
+            // Local members: write all, then sync all, so the devices' writes overlap.
+            let written: Vec<Result<(), String>> = devs
+                .iter()
+                .map(|d| {
+                    d.write_at(&bytes, BITMAP_OFFSET)
+                        .map_err(|e| format!("writing the bitmap: {e}"))
+                })
+                .collect();
+            devs.iter()
+                .zip(written)
+                .map(|(d, w)| {
+                    w.and_then(|()| d.sync().map_err(|e| format!("syncing the bitmap: {e}")))
+                })
+                .collect()
+        };
+        for (d, r) in devs.iter().zip(results) {
+            match r {
                 Ok(()) => {
                     current.insert(d.path().to_string());
                 }
-                Err(e) => err
-                    .devices
-                    .push((d.clone(), format!("syncing the bitmap: {e}"))),
+                Err(why) => err.devices.push((d.clone(), why)),
             }
         }
         inner.current = current;
@@ -371,12 +389,23 @@ impl MetaSink for SuperblockSink {
     fn readd_record(&self, dev: &dyn Member) -> Result<(u32, u64), String> {
         readd_record(self.own_superblock(dev)?)
     }
+
+    fn is_own(&self, dev: &dyn Member) -> bool {
+        self.own_superblock(dev).is_ok()
+    }
 }
 
 /// The slot a device left in sync and the last event it was in sync there, from its own
 /// superblock: a faulty device's former slot and `left_in_sync`, or a device whose
 /// superblock still claims a slot its own table records in sync (it missed the updates
 /// that took it out: its data holds every write up to its events).
+/// Write the bitmap `bytes` to one device and make it durable.
+fn write_bitmap(d: &dyn Member, bytes: &[u8]) -> Result<(), String> {
+    d.write_at(bytes, BITMAP_OFFSET)
+        .map_err(|e| format!("writing the bitmap: {e}"))?;
+    d.sync().map_err(|e| format!("syncing the bitmap: {e}"))
+}
+
 fn readd_record(sb: Superblock) -> Result<(u32, u64), String> {
     match sb.role {
         DevRole::Faulty => match (sb.former_slot, sb.left_in_sync) {

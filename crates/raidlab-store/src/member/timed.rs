@@ -396,6 +396,10 @@ impl Member for TimedMember {
     fn timing(&self) -> Option<TimingStatus> {
         Some(self.status())
     }
+
+    fn link(&self) -> Option<&dyn super::nbd::Link> {
+        self.inner.link()
+    }
 }
 
 /// Linux lets a sleeping thread wake up to its timer slack late (50 us by default) so that

@@ -205,6 +205,13 @@ fn percent_decode(s: &str) -> io::Result<String> {
 impl Client {
     /// Connect and do the handshake (over TLS for an `nbds` URI).
     pub fn connect(uri: &str) -> io::Result<Client> {
+        Client::connect_within(uri, None)
+    }
+
+    /// `connect`, with the TCP connect and every read and write of the handshake bounded by
+    /// `timeout` (a host that is down must not hang its caller); the socket has no timeouts
+    /// once connected.
+    pub fn connect_within(uri: &str, timeout: Option<Duration>) -> io::Result<Client> {
         let Uri {
             target,
             export,
@@ -229,12 +236,17 @@ impl Client {
         };
         let stream = match target {
             Target::Tcp(addr) => {
-                let s = TcpStream::connect(addr)?;
+                let s = match timeout {
+                    None => TcpStream::connect(addr)?,
+                    Some(t) => connect_tcp_within(&addr, t)?,
+                };
                 s.set_nodelay(true)?;
                 Stream::Tcp(s)
             }
             Target::Unix(path) => Stream::Unix(UnixStream::connect(path)?),
         };
+        stream.set_read_timeout(timeout)?;
+        stream.set_write_timeout(timeout)?;
         let writer = stream.try_clone()?;
         let mut client = Client {
             reader: BufReader::with_capacity(64 << 10, stream),
@@ -246,7 +258,20 @@ impl Client {
             pending: HashMap::new(),
         };
         client.handshake(export.as_bytes(), tls)?;
+        client.writer.set_read_timeout(None)?;
+        client.writer.set_write_timeout(None)?;
         Ok(client)
+    }
+
+    /// The connection after the handshake, for a caller that runs its own request loop
+    /// (`member::nbd`): reader, writer, export size, transmission flags and block sizes.
+    /// Only with nothing in flight.
+    pub(crate) fn into_parts(self) -> (BufReader<Stream>, Stream, u64, u16, BlockSize) {
+        assert!(
+            self.pending.is_empty(),
+            "into_parts with requests in flight"
+        );
+        (self.reader, self.writer, self.size, self.flags, self.block)
     }
 
     /// NBD_OPT_STARTTLS, then the TLS handshake; the reader and writer go through TLS.
@@ -561,6 +586,20 @@ impl Client {
         self.writer.shutdown(Shutdown::Write);
         Ok(())
     }
+}
+
+/// Connect to `addr` (`HOST:PORT`), each resolved address tried within `timeout`.
+fn connect_tcp_within(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr}: no address"));
+    // Bounded: the resolver's answer is a finite list.
+    for a in addr.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 fn fua_flag(fua: bool) -> u16 {

@@ -142,6 +142,8 @@ pub fn controller_from(a: &format::Assembled, opts: Options) -> Result<Controlle
     ctl.init_intent(a.dirty_regions.clone());
     ctl.init_kept(&a.kept_regions, a.cleared_events);
     ctl.adopt_faulty(&a.faulty);
+    ctl.watch_away(&a.away);
+    ctl.watch_returned(&a.returned);
     Ok(ctl)
 }
 
@@ -169,6 +171,8 @@ pub fn serve(
             "a write cache cannot be combined with --read-only",
         ));
     }
+    // Before assembly: it connects to the remote members.
+    crate::member::nbd::set_request_timeout(opts.member_timeout);
     let mut a = format::assemble_with(dir, opts.force)?;
     if opts.read_only && std::fs::symlink_metadata(dir.join("wb.json")).is_ok() {
         return Err(Error::store(
@@ -213,6 +217,7 @@ pub fn serve(
         rebuild_order: opts.rebuild_order,
         rebuild_rate: opts.rebuild_rate,
         auto_rebuild: !opts.read_only,
+        missing_grace: opts.missing_grace,
     };
     let ctl = Arc::new(controller_from(&a, ctl_opts)?);
     let (wb, started) =

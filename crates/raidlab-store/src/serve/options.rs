@@ -36,6 +36,10 @@ pub struct ServeOptions {
     pub event_program: Option<events::Program>,
     /// `--timing`: the disk models that time the members (empty: untimed).
     pub timing: TimingOptions,
+    /// `--member-timeout`: a remote member's request deadline (its host is then away).
+    pub member_timeout: std::time::Duration,
+    /// `--missing-grace`: how long a missing member's slot waits before a spare takes it.
+    pub missing_grace: std::time::Duration,
 }
 
 /// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR` and
@@ -183,6 +187,8 @@ impl Default for ServeOptions {
             log: Default::default(),
             event_program: None,
             timing: TimingOptions::default(),
+            member_timeout: std::time::Duration::from_secs(5),
+            missing_grace: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -213,6 +219,17 @@ pub fn apply_timing(a: &mut format::Assembled, timing: &TimingOptions) -> Result
         wrap(dev, Some(*slot))?;
     }
     Ok(())
+}
+
+/// A duration option in seconds, checked to lie in [min, max].
+pub fn seconds(option: &str, v: f64, min: f64, max: f64) -> Result<std::time::Duration> {
+    if !(min..=max).contains(&v) {
+        return Err(Error::config(
+            option,
+            format!("expected {min} to {max} seconds, got {v}"),
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
 }
 
 /// Read-cache policies the store does not run: DEMOTE and X-RAY need a host cache in front.
