@@ -9,7 +9,13 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from store_fixtures import cli_bad_input, cli_ok
+from store_fixtures import (
+    ServerPool,
+    cli_bad_input,
+    cli_ok,
+    create_array,
+    store_servers,  # noqa: F401 (fixture)
+)
 
 TINY = """
 [report]
@@ -114,3 +120,63 @@ def test_an_experiment_without_store_cells_is_refused_naming_the_table(tmp_path:
     (exp / "plain.toml").write_text(TINY.replace("[report.store]", "[report.elsewhere]"))
     msg = cli_bad_input("reproduce", "plain", "--store", "--experiments", exp, "--out", tmp_path / "out")
     assert "report.store" in msg and "plain.toml" in msg, msg
+
+
+RAMP = """
+[workload]
+block_size = 4096
+ops = "reads"
+
+[workload.synthetic]
+kind = "uniform"
+keys = 1024
+requests = 1000000
+
+[cache]
+policy = "lru"
+capacity_blocks = 1
+
+[array]
+level = "raid1"
+disks = 2
+
+[run]
+mode = "timed"
+seed = 3
+driver = "ramp"
+levels_iops = [20.0, 3000.0, 5000.0]
+level_s = 1.0
+warmup_s = 0.5
+
+[disk]
+preset = "st3146807lc"
+"""
+
+
+def test_a_scheduled_ramp_stops_after_the_level_the_array_cannot_keep_up_with(
+    tmp_path: Path,
+    store_servers: ServerPool,  # noqa: F811
+) -> None:
+    d = tmp_path / "arr"
+    create_array(d, "raid1", 2, size="4MiB")
+    # 10 ms per read and 4 connections: at most 400 reads/s, whatever the machine.
+    srv = store_servers.start(d, "--timing", "constant,read-ms=10,write-ms=10")
+    cfg = tmp_path / "ramp.toml"
+    cfg.write_text(RAMP)
+    log = tmp_path / "requests.csv"
+    out = json.loads(cli_ok("replay", srv.uri, cfg, "--schedule", "--qd", 4, "--log", log, "--json", timeout=120))
+    levels = out["ramp"]
+    # 20 IOPS keeps up at about the member's 10 ms; 3000 cannot, and the ramp stops there.
+    assert [lv["level_iops"] for lv in levels] == [20.0, 3000.0], levels
+    assert not levels[0]["saturated"] and levels[1]["saturated"], levels
+    assert 10.0 <= levels[0]["latency_mean_ms"] < 30.0, levels
+    assert levels[1]["iops"] < 450.0, levels
+    assert out["errors"] == 0
+    lines = log.read_text().splitlines()
+    assert lines[0] == "arrival_ns,latency_ns,op,ok"
+    assert len(lines) - 1 == out["requests"]
+    # Every read took at least the member's 10 ms.
+    assert min(int(line.split(",")[1]) for line in lines[1:]) >= 10_000_000
+    msg = cli_bad_input("replay", srv.uri, cfg, "--log", log)
+    assert "--log" in msg and "--schedule" in msg, msg
+    srv.stop()

@@ -45,6 +45,8 @@ class Score:
     report: str  # the report holding the verdict, relative to the output directory
     store: "Score | None" = None  # the same claim measured on the store
     store_sim: "Score | None" = None  # the simulator's prediction of the store's set-up
+    # ... with the store's own mechanisms where they differ (`[report.store] matched`)
+    store_sim_matched: "Score | None" = None
 
     @property
     def agrees(self) -> bool | None:
@@ -124,11 +126,13 @@ def scoreboard(experiments: Path, out_dir: Path) -> list[Score]:
     out = []
     for stem, e in claims_of(experiments):
         mine = [r for r in rows if r.get("file") == f"{stem}.toml"]
-        by = {d: [r for r in mine if r.get("driver", "simulator") == d] for d in ("simulator", "store", "store-sim")}
+        by = {d: [r for r in mine if r.get("driver", "simulator") == d] for d in ("simulator", "store", "store-sim", "store-sim-matched")}
         s = score(stem, e, by["simulator"])
         if by["store"]:
             s.store = score(stem, e, by["store"])
             s.store_sim = score(stem, e, by["store-sim"])
+            if by["store-sim-matched"]:
+                s.store_sim_matched = score(stem, e, by["store-sim-matched"])
         out.append(s)
     return out
 
@@ -143,7 +147,11 @@ def store_vs_sim(s: Score) -> str:
     """The store's gain minus the simulator's prediction of the same set-up."""
     if s.store is None or s.store.raidlab is None or s.store_sim is None or s.store_sim.raidlab is None:
         return "-"
-    return f"{(s.store.raidlab - s.store_sim.raidlab) * 100:+.1f} pp (sim {s.store_sim.raidlab:+.1%})"
+    text = f"{(s.store.raidlab - s.store_sim.raidlab) * 100:+.1f} pp (sim {s.store_sim.raidlab:+.1%}"
+    m = s.store_sim_matched
+    if m is not None and m.raidlab is not None:
+        text += f"; matched sim {m.raidlab:+.1%}"
+    return text + ")"
 
 
 def number(s: Score) -> str:

@@ -59,9 +59,45 @@ POLL_S = 0.1
 # A cell gives up waiting for its server or its rebuild after this long.
 READY_TIMEOUT_S = 60.0
 REBUILD_TIMEOUT_S = 1800.0
+# `serve --workers` of a store cell (the server's maximum).
+SERVE_WORKERS = 64
 # The drivers a claims.json row can name.
 STORE = "store"
 STORE_SIM = "store-sim"
+STORE_SIM_MATCHED = "store-sim-matched"
+
+
+def _with(tree: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    t = copy.deepcopy(tree)
+    for k, v in overrides.items():
+        _set(t, k, v)
+    return t
+
+
+def measured_cells(path: Path) -> list[dict[str, Any]]:
+    """The store rows of an earlier ``cells.csv``."""
+    import pandas as pd
+
+    if not path.exists():
+        return []
+    frame = pd.read_csv(path)
+    rows = frame[frame["driver"] == STORE].to_dict("records")
+    return [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in rows]
+
+
+def measured_before(done: list[dict[str, Any]], tree: dict[str, Any], flat: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """The row of ``done`` that measured this very cell: the same config (or, for rows that
+    do not record it, the same run name and every scaled key equal)."""
+    for r in done:
+        if "cell_config" in r:
+            if r["cell_config"] == key:
+                return r
+            continue
+        if r.get("name") == tree["name"] and all(
+            k not in r or str(r[k]) == str(v) for k, v in flat.items() if not isinstance(v, (list, dict))
+        ):
+            return {**r, "cell_config": key}
+    return None
 
 
 def _error(msg: str, key: str) -> _core.ConfigError:
@@ -122,7 +158,10 @@ def serve_args(tree: dict[str, Any]) -> list[str]:
     preset = disk.get("preset")
     if preset is None:
         raise _error(f"{tree.get('name')}: the store cell needs [disk] preset", "disk.preset")
-    args = ["--timing", f"{preset},scheduler={disk.get('queue', 'fcfs')}"]
+    # NBD workers: a request holds its worker while its members sleep out their model time,
+    # so the default (twice the cores, for memory-speed members) would cap the requests the
+    # array serves at once far below what the disks can queue.
+    args = ["--timing", f"{preset},scheduler={disk.get('queue', 'fcfs')}", "--workers", str(SERVE_WORKERS)]
     cache = tree.get("cache", {})
     bs = int(tree.get("workload", {}).get("block_size", 4096))
     if cache.get("capacity_blocks", 0) > 1:
@@ -224,8 +263,9 @@ def _latency(ms: list[float], prefix: str) -> dict[str, float]:
     }
 
 
-def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path) -> dict[str, Any]:
-    """Run one cell on the store; metrics named as timed mode names them."""
+def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path, keep_log: Path | None = None) -> dict[str, Any]:
+    """Run one cell on the store; metrics named as timed mode names them. ``keep_log``: where
+    to keep the replay's per-request log."""
     events = sorted(tree.get("events", []), key=lambda e: float(e.get("at_s", 0)))
     for e in events:
         if "fail_cache" in e:
@@ -279,6 +319,9 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         out = box["out"]
         final = cell.status()
         rows = list(csv.DictReader(log.open()))
+        if keep_log is not None:
+            keep_log.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, keep_log)
     m: dict[str, Any] = {"driver": STORE, "store_wall_s": time.monotonic() - wall0}
     lat = out["latency"] or {}
     m["latency_mean_ms"] = lat.get("mean_ms", math.nan)
@@ -303,6 +346,18 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         m["store_util_mean"] = sum(util) / len(util) if util else math.nan
     elif "rebuild_start" in marks:
         m["rebuild_done"] = False
+    timed = [mm["timing"] for mm in final["members"] if mm.get("timing")]
+    # What the members did, per priority class (foreground, destage, rebuild, background),
+    # and the write cache's destages: the evidence for the causes in docs/reproductions.md.
+    for c, label in enumerate(("fg", "destage", "rebuild", "background")):
+        m[f"store_{label}_ops"] = sum(t["class_ops"][c] for t in timed)
+    m["store_util_end_mean"] = sum(t["utilization"] for t in timed) / len(timed) if timed else math.nan
+    m["store_service_us_mean"] = sum(t["service_us_mean"] for t in timed) / len(timed) if timed else math.nan
+    m["store_wait_us_mean"] = sum(t["wait_us_mean"] for t in timed) / len(timed) if timed else math.nan
+    wc = final.get("write_cache") or {}
+    for k in ("destages", "full_stripe_destages"):
+        if k in wc:
+            m[f"store_{k}"] = wc[k]
     late = [mm["timing"]["late_us_mean"] for mm in final["members"] if mm.get("timing")]
     m["store_late_us_mean"] = sum(late) / len(late) if late else math.nan
     ramp = [
@@ -358,13 +413,33 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
     member_mib = int(store.get("member_mib", 256))
     workers = int(store.get("workers", 32))
     scratch = _scratch()
+    dest = out_dir / f"{name}-store"
+    dest.mkdir(parents=True, exist_ok=True)
+    done = measured_cells(dest / "cells.csv")
     rows: list[dict[str, Any]] = []
     todo = cells(plan.trees, store, plan.file)
+    matched = store.get("matched")
+    drivers = [STORE_SIM, *([STORE_SIM_MATCHED] if matched else []), STORE]
     for i, tree in enumerate(todo):
         flat = api.flatten({k: v for k, v in tree.items() if k not in ("events", "name")})
-        for driver in (STORE_SIM, STORE):
+        key = json.dumps(tree, sort_keys=True)
+        for driver in drivers:
             t = time.monotonic()
-            m = run_sim(tree) if driver == STORE_SIM else run_store(tree, member_mib, workers, scratch)
+            before = measured_before(done, tree, flat, key) if driver == STORE else None
+            if before is not None:
+                # Measured before with this very config: the store's cells are the expensive
+                # part, and an interrupted run resumes (the simulator's are re-run).
+                rows.append(before)
+                console.print(f"[{i + 1}/{len(todo)}] {tree['name']} seed {_get(tree, 'run.seed')} store: measured before", highlight=False)
+                continue
+            if driver == STORE_SIM:
+                m = run_sim(tree)
+            elif driver == STORE_SIM_MATCHED:
+                m = run_sim(_with(tree, matched))
+                m["driver"] = STORE_SIM_MATCHED
+            else:
+                seed = _get(tree, "run.seed")
+                m = run_store(tree, member_mib, workers, scratch, dest / "requests" / f"cell{i + 1}-seed{seed}.csv")
             ramp_metrics(m, spec, tree)
             wall = time.monotonic() - t
             console.print(
@@ -373,10 +448,10 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
                 + f" ({wall:.0f} s)",
                 highlight=False,
             )
-            rows.append({"name": tree["name"], **flat, **m, "wall_s": wall})
+            rows.append({"name": tree["name"], **flat, **m, "wall_s": wall, "cell_config": key})
+            # After every cell, so an interrupted run keeps what it measured.
+            pd.DataFrame(rows).to_csv(dest / "cells.csv", index=False)
     frame = pd.DataFrame(rows)
-    dest = out_dir / f"{name}-store"
-    dest.mkdir(parents=True, exist_ok=True)
     frame.to_csv(dest / "cells.csv", index=False)
     sections = []
     values = store.get("values") or spec.get("values") or [spec.get("value")]
@@ -388,7 +463,14 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
     present = set(frame[spec["columns"]]) if spec.get("columns") in frame.columns else set()
     base["compare"] = [p for p in spec.get("compare", []) if set(p) <= present]
     extra = [comparison_html(frame, spec, values)]
-    for driver, title in ((STORE, "store (disk-timed members, real time)"), (STORE_SIM, "simulator, the store's set-up")):
+    titles = [
+        (STORE, "store (disk-timed members, real time)"),
+        (STORE_SIM, "simulator, the store's set-up"),
+        (STORE_SIM_MATCHED, "simulator, the store's set-up with the store's own mechanisms (report.store.matched)"),
+    ]
+    for driver, title in titles:
+        if driver not in set(frame["driver"]):
+            continue
         sub = frame[frame["driver"] == driver].reset_index(drop=True)
         s = {**base, "title": f"{spec.get('title', plan.file.stem)}: {title}", "driver": driver}
         sections.append(Section(plan.file, s, sub, [], None, extra if driver == STORE else []))
@@ -396,8 +478,8 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
 
 
 def comparison_html(frame: Any, spec: dict[str, Any], values: list[str]) -> str:
-    """Per cell and metric: the store's mean over seeds, the simulator's, and their
-    difference relative to the simulator."""
+    """Per cell and metric: the store's mean over seeds, the simulator's predictions, and the
+    store's difference from each, relative to the prediction."""
     import html
 
     keys = [k for k in [*spec.get("rows", []), spec.get("columns")] if k and k in frame.columns]
@@ -406,9 +488,11 @@ def comparison_html(frame: Any, spec: dict[str, Any], values: list[str]) -> str:
         if v not in frame.columns:
             continue
         t = frame.pivot_table(index=keys, columns="driver", values=v, aggfunc="mean")
-        if STORE in t and STORE_SIM in t:
-            t["store vs simulator"] = (t[STORE] - t[STORE_SIM]) / t[STORE_SIM]
-            shown = t.map(lambda x: f"{x:.4g}") if hasattr(t, "map") else t
-            shown["store vs simulator"] = [f"{x:+.1%}" for x in t["store vs simulator"]]
-            body.append(f"<h3>{html.escape(v)}: store vs the simulator's prediction (mean over seeds)</h3>" + shown.to_html())
+        if STORE not in t:
+            continue
+        shown = t.map(lambda x: f"{x:.4g}")
+        for sim in (STORE_SIM, STORE_SIM_MATCHED):
+            if sim in t:
+                shown[f"store vs {sim}"] = [f"{x:+.1%}" for x in (t[STORE] - t[sim]) / t[sim]]
+        body.append(f"<h3>{html.escape(v)}: store vs the simulator's predictions (mean over seeds)</h3>" + shown.to_html())
     return "".join(body)

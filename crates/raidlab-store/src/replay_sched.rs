@@ -9,7 +9,8 @@
 //! waited for a free worker (the array is saturated) pays that wait, as in the simulator's
 //! open loop. Like timed mode, requests arriving before `warmup_s` count in no summary
 //! metric; a ramp measures each level's window after its warm-up and stops after the first
-//! level that completes less than 95% of what arrived in its window.
+//! level that completes less than 95% of what arrived in its window, or that is still
+//! issuing its window's arrivals when the window has ended in real time.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -292,6 +293,15 @@ pub fn replay_scheduled(uri: &str, exp: &Experiment, opts: &ScheduleOptions) -> 
             break;
         }
         if ramp {
+            // Still issuing a level's measured arrivals after its window ended in real time:
+            // the backlog alone says it did not keep up (and judging it now bounds the run).
+            if let Some((_, l)) = levels.get(current_level) {
+                let ended = started.elapsed() >= Duration::from_nanos(l.end_ns);
+                if ended && t >= l.measure_ns && t < l.end_ns {
+                    saturated_level = Some(current_level);
+                    break;
+                }
+            }
             // Entering a later level: judge the ones whose windows ended.
             while current_level < levels.len() && t >= levels[current_level].1.end_ns {
                 let due = Duration::from_nanos(levels[current_level].1.end_ns);
