@@ -112,6 +112,12 @@ def test_a_tiny_store_cell_runs_beside_its_simulator_prediction(tmp_path: Path) 
     drivers = {(c["driver"], c["metric"]) for c in claims}
     assert {("store", "rebuild_s"), ("store-sim", "rebuild_s"), ("store", "during_latency_mean_ms")} <= drivers
     assert all(c["file"] == "tiny.toml" and c["comparison"] == "3: pro vs sequential" for c in claims)
+    # Run again: the store cells measured with the same config are reused, not re-run.
+    again = cli_ok("reproduce", "tiny", "--store", "--experiments", exp, "--out", out, timeout=300)
+    assert again.count("store: measured before") == 2, again
+    cells2 = pd.read_csv(dest / "cells.csv")
+    first = cells[cells["driver"] == "store"]["rebuild_s"].tolist()
+    assert cells2[cells2["driver"] == "store"]["rebuild_s"].tolist() == first
 
 
 def test_an_experiment_without_store_cells_is_refused_naming_the_table(tmp_path: Path) -> None:

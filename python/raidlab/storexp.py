@@ -85,19 +85,9 @@ def measured_cells(path: Path) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in rows]
 
 
-def measured_before(done: list[dict[str, Any]], tree: dict[str, Any], flat: dict[str, Any], key: str) -> dict[str, Any] | None:
-    """The row of ``done`` that measured this very cell: the same config (or, for rows that
-    do not record it, the same run name and every scaled key equal)."""
-    for r in done:
-        if "cell_config" in r:
-            if r["cell_config"] == key:
-                return r
-            continue
-        if r.get("name") == tree["name"] and all(
-            k not in r or str(r[k]) == str(v) for k, v in flat.items() if not isinstance(v, (list, dict))
-        ):
-            return {**r, "cell_config": key}
-    return None
+def measured_before(done: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """The row of ``done`` that measured this very cell (the same config)."""
+    return next((r for r in done if r.get("cell_config") == key), None)
 
 
 def _error(msg: str, key: str) -> _core.ConfigError:
@@ -336,6 +326,13 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
     # wall clock and are placed in the replay's frame by its start.
     start_unix = float(out["started_unix_s"])
     m["store_start_lag_s"] = start_unix - t0_unix
+    first = min((marks[k] for k in ("fail", "rebuild_start") if k in marks), default=None)
+    if first is not None:
+        # Before the first event: the simulator's `before_latency_*`, which, like the rebuild's
+        # `during_latency_*`, covers the warm-up too.
+        cut = first - start_unix
+        before = [int(r["latency_ns"]) / 1e6 for r in rows if int(r["arrival_ns"]) / 1e9 < cut]
+        m.update(_latency(before, "before_latency"))
     if "rebuild_end" in marks:
         a, b = marks["rebuild_start"] - start_unix, marks["rebuild_end"] - start_unix
         m["rebuild_s"] = b - a
@@ -425,7 +422,7 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
         key = json.dumps(tree, sort_keys=True)
         for driver in drivers:
             t = time.monotonic()
-            before = measured_before(done, tree, flat, key) if driver == STORE else None
+            before = measured_before(done, key) if driver == STORE else None
             if before is not None:
                 # Measured before with this very config: the store's cells are the expensive
                 # part, and an interrupted run resumes (the simulator's are re-run).
