@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import random
-import select
 import shutil
 import signal
 import socket
@@ -24,6 +23,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
+
+# The ready-line reader is shared with the file-system soak (scripts/fs_stack.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from fs_stack import read_ready_line  # noqa: E402
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -239,27 +242,6 @@ class Server:
             self.proc.stdout.close()
 
 
-def _read_ready_line(proc: subprocess.Popen[bytes], timeout: float) -> str | None:
-    """The first stdout line of ``proc``, or None if it exits (or closes stdout) first."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while b"\n" not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        readable, _, _ = select.select([fd], [], [], min(left, 0.5))
-        if readable:
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                return None
-            buf += chunk
-        elif proc.poll() is not None:
-            return None
-    return buf.split(b"\n", 1)[0].decode(errors="replace")
-
-
 class ServerPool:
     """Starts servers and kills whatever is still running at :meth:`close`."""
 
@@ -285,7 +267,7 @@ class ServerPool:
             server = Server(dir, proc, addr, "", log)
             self.servers.append(server)
             try:
-                line = _read_ready_line(proc, timeout)
+                line = read_ready_line(proc, timeout)
             except TimeoutError:
                 server.kill()
                 raise AssertionError(f"raidlab serve {dir}: no ready line within {timeout} s\n{server.log()}") from None

@@ -112,3 +112,93 @@ def test_reproduce_with_seeds_and_the_scoreboard(tmp_path: Path, capsys, monkeyp
     # the scoreboard alone, from the reports already written
     assert main(["reproduce", "scoreboard", "--experiments", str(exp), "--out", str(out)]) == 0
     assert "same direction" in " ".join(capsys.readouterr().out.split())
+    # ... and into a document: the table between its markers, the verdicts beside it
+    doc = tmp_path / "docs" / "repro.md"
+    doc.parent.mkdir()
+    doc.write_text(f"# results\n\n{scoreboard.DOC_BEGIN}\nold table\n{scoreboard.DOC_END}\n\nprose\n")
+    assert main(["reproduce", "scoreboard", "--experiments", str(exp), "--out", str(out), "--doc", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("# results\n\n") and text.endswith(f"{scoreboard.DOC_END}\n\nprose\n")
+    table = scoreboard.doc_table(text)
+    assert "old table" not in table and table == (out / "scoreboard.md").read_text()
+    assert json.loads((doc.parent / "claims" / "tiny.json").read_text()) == claims
+    assert scoreboard.markdown(scoreboard.scoreboard(exp, doc.parent / "claims")) == table
+
+
+def test_markdown_table_worked_example() -> None:
+    s = scoreboard.Score(
+        claim="A | B",
+        experiment="x",
+        comparison="4: new vs old",
+        paper="up to +10% (p)",
+        paper_value=0.1,
+        raidlab=0.05,
+        raidlab_hw=0.01,
+        seeds=5,
+        stat="best",
+        report="x/report.html",
+    )
+    lost = scoreboard.Score(**{**s.__dict__, "raidlab": -0.02, "raidlab_hw": None, "stat": "median", "seeds": 1})
+    assert scoreboard.markdown([s, lost]) == (
+        "| claim | experiment | paper | raidlab (mean ± 95% CI) | same direction |\n"
+        "| --- | --- | --- | --- | --- |\n"
+        "| A \\| B | `x` (4: new vs old) | up to +10% (p) | +5.0% ± 1.0% (best, 5 seeds) | yes |\n"
+        "| A \\| B | `x` (4: new vs old) | up to +10% (p) | -2.0% (median, 1 seed) | NO |\n"
+    )
+    with pytest.raises(Exception, match="no generated scoreboard"):
+        scoreboard.doc_table("no markers here")
+
+
+def test_only_the_newest_report_of_an_experiment_counts(tmp_path: Path) -> None:
+    """Two reports ran the same file: the newer one's verdict wins even when the older one
+    had a better best cell (a stale run must not stay on the scoreboard)."""
+    import os
+
+    row = {"file": "e.toml", "metric": "rgr", "part": "whole", "comparison": "g: a vs b", "median": 0.1, "best_hw": 0.0, "seeds": 5}
+    for name, best, mtime in (("old", 0.9, 1_000_000), ("new", 0.2, 2_000_000)):
+        (tmp_path / name).mkdir()
+        p = tmp_path / name / "claims.json"
+        p.write_text(json.dumps([{**row, "best": best}]))
+        os.utime(p, (mtime, mtime))
+    rows = scoreboard.newest(scoreboard.measured(tmp_path))
+    assert [(r["report"], r["best"]) for r in rows] == [("new/report.html", 0.2)]
+    frozen = scoreboard.freeze(tmp_path, tmp_path / "frozen")
+    assert [p.name for p in frozen] == ["e.json"]
+    assert json.loads(frozen[0].read_text())[0]["best"] == 0.2
+
+
+def test_verdicts_below_saturation_drop_the_cells_where_the_base_saturated() -> None:
+    """``max_throughput_ms``: the ``below_saturation`` verdicts keep only the rates at which
+    the base's mean response (over seeds) stays under the limit."""
+    from raidlab.report import Section, below_saturation, pivot, reductions
+
+    rows = []
+    for seed in (1, 2):
+        # base: 10, 15, 40 ms at rates 1..3 (saturated at 3); new 10% slower, then 50% faster
+        for rate, base, new in ((1, 10.0, 11.0), (2, 15.0, 16.5), (3, 40.0 + seed, 20.0)):
+            rows += [
+                {"trace": "a", "rate": rate, "arch": "base", "ms": base, "seed": seed},
+                {"trace": "a", "rate": rate, "arch": "new", "ms": new, "seed": seed},
+            ]
+    frame = pd.DataFrame(rows)
+    spec = {"rows": ["trace", "rate"], "columns": "arch", "value": "ms", "max_throughput_ms": 20.0}
+    red, hw, n = per_seed(frame, "seed", lambda f: reductions(pivot(f, spec), [["base", "new"]]))
+    [v] = below_saturation(Section(Path("x.toml"), spec, frame, []), red, hw, [["base", "new"]], 20.0)
+    assert n == 2 and v.label == "a: new vs base" and v.cells == 2 and v.improved == 0
+    assert v.median == pytest.approx(-0.1) and v.best == pytest.approx(-0.1)
+    # over every rate the saturated one would win: best +50%
+    assert max(red["new vs base"]) > 0.5
+
+
+def test_markdown_table_gains_the_store_columns_once_a_store_report_exists() -> None:
+    base = dict(claim="C", experiment="x", comparison="2.65: pro vs sequential", paper="+44.7% (p)", paper_value=0.447, stat="best", report="x/report.html")
+    sim = scoreboard.Score(**base, raidlab=0.6, raidlab_hw=0.04, seeds=5)
+    store = scoreboard.Score(**base, raidlab=0.418, raidlab_hw=0.229, seeds=3)
+    pred = scoreboard.Score(**base, raidlab=0.362, raidlab_hw=0.134, seeds=3)
+    matched = scoreboard.Score(**base, raidlab=0.339, raidlab_hw=0.148, seeds=3)
+    sim.store, sim.store_sim, sim.store_sim_matched = store, pred, matched
+    lines = scoreboard.markdown([sim]).splitlines()
+    assert lines[0].endswith("| store (mean ± 95% CI) | store - simulator (same set-up) |")
+    assert lines[2].endswith(
+        "| +41.8% ± 22.9% (best, 3 seeds) | +5.6 pp (sim +36.2%; matched sim +33.9%) |"
+    ), lines[2]

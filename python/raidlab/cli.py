@@ -36,6 +36,7 @@ from rich.markup import escape
 from raidlab import _core, api, fit
 from raidlab.progress import run_with_progress
 from raidlab.array_cli import add_commands as add_store_commands
+from raidlab.calibrate import add_command as add_calibrate_command
 from raidlab.curve import add_command as add_curve_command
 from raidlab.reliability import add_command as add_reliability_command
 from raidlab.run_tables import check_metrics, print_grouped, print_runs
@@ -394,8 +395,16 @@ def reproduce_all(args: argparse.Namespace, where: Path, console: Console, run: 
                 console=console,
                 exact=True,
             )
-    page = scoreboard.write(scoreboard.scoreboard(where, out), out, console)
+    scores = scoreboard.scoreboard(where, out)
+    page = scoreboard.write(scores, out, console)
     console.print(f"scoreboard written to [bold]{page}[/bold]")
+    if getattr(args, "doc", None):
+        # The verdicts the table comes from go beside the document, so a test can check
+        # that the committed table is what this code prints from them.
+        doc = Path(args.doc)
+        scoreboard.freeze(out, doc.parent / "claims")
+        scoreboard.update_doc(doc, scoreboard.markdown(scoreboard.scoreboard(where, doc.parent / "claims")))
+        console.print(f"table and verdicts written to [bold]{escape(str(doc))}[/bold] and {escape(str(doc.parent / 'claims'))}/")
     return 0
 
 
@@ -492,6 +501,12 @@ def parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="run the file's [report.store] cells on a served array with disk-timed members, beside the simulator's prediction (report in OUT/NAME-store)",
             )
+            c.add_argument(
+                "--doc",
+                metavar="FILE",
+                help="with all/scoreboard: also write the table into FILE (between its scoreboard markers) "
+                "and the verdicts it comes from to FILE's directory/claims/",
+            )
         c.add_argument(
             "--experiments",
             default=None,
@@ -504,6 +519,7 @@ def parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
     add_reliability_command(sub, EXIT_BAD_INPUT)
     add_curve_command(sub, parse_set)
+    add_calibrate_command(sub, parse_set)
     add_store_commands(sub, positive_int)
     return p
 

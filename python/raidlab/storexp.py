@@ -419,7 +419,8 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
     drivers = [STORE_SIM, *([STORE_SIM_MATCHED] if matched else []), STORE]
     for i, tree in enumerate(todo):
         flat = api.flatten({k: v for k, v in tree.items() if k not in ("events", "name")})
-        key = json.dumps(tree, sort_keys=True)
+        # What the cell computes: the config without its labels and presentation.
+        key = json.dumps({k: v for k, v in tree.items() if k not in ("name", "report")}, sort_keys=True)
         for driver in drivers:
             t = time.monotonic()
             before = measured_before(done, key) if driver == STORE else None

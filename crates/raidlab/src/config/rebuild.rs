@@ -130,6 +130,7 @@ pub(super) fn rebuild_spec(
         ));
     }
     let mttf_hours = t.float_or("mttf_hours", 1.0, 1e12, 1_000_000.0)?;
+    let as_user = t.choice_or("priority", &["below_user", "user"], "below_user")? == "user";
     t.finish()?;
     check_events(timed, array, spares)?;
     Ok(Some(RebuildSpec {
@@ -141,6 +142,7 @@ pub(super) fn rebuild_spec(
         piggyback,
         extent_bytes,
         mttf_hours,
+        as_user,
     }))
 }
 

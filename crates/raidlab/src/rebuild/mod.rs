@@ -64,6 +64,10 @@ pub struct RebuildSpec {
     pub extent_bytes: Option<u64>,
     /// Disk mean time to failure for the MTTDL estimate, hours.
     pub mttf_hours: f64,
+    /// Rebuild I/O queues in the user class, sorted with user I/O in one elevator (Linux md:
+    /// its resync requests go through the same block-layer queue as users'); otherwise in the
+    /// `rebuild` class, below users.
+    pub as_user: bool,
 }
 
 /// I/O an executor wants started.

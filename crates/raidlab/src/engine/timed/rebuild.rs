@@ -480,7 +480,13 @@ impl Sim<'_> {
             sectors: (units * sectors) as u32,
         };
         let token = self.alloc_token(dev, Owner::Rebuild(tag));
-        self.devices[dev].submit(now, io, Class::Rebuild, token);
+        let as_user = self.rebuild.spec.as_ref().is_some_and(|s| s.as_user);
+        let class = if as_user {
+            Class::Foreground
+        } else {
+            Class::Rebuild
+        };
+        self.devices[dev].submit(now, io, class, token);
         self.start_disk(now, dev);
     }
 

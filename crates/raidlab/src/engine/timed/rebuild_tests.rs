@@ -123,7 +123,7 @@ fn piggybacked_units_are_not_rebuilt_twice() {
     let text = "[workload.synthetic]\nkind = \"uniform\"\nkeys = 2048\nrequests = 4000\nseed = 3\n\
          [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n\
          [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\n\
-         [run]\nmode = \"timed\"\ndriver = \"open\"\niops = 200\n\
+         [run]\nmode = \"timed\"\ndriver = \"open\"\niops = 1100\n\
          [disk]\nmodel = \"constant\"\nservice_ms = 1\n\
          [rebuild]\nextent_gib = 0.00390625\npiggyback = true\nrate = \"md\"\nmax_kib_s = 40\nmin_kib_s = 40\n\
          [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\n";
@@ -156,4 +156,56 @@ fn a_rebuild_during_the_warmup_is_refused() {
     let w = &m.rebuild.as_ref().unwrap().records[0].window;
     assert_eq!((w.lookups, w.hits, w.miss_disk_blocks), (0, 0, 0));
     assert_eq!(m.measure_from_ns, 1_000_000_000);
+}
+
+/// `priority = "user"` queues rebuild I/O with users' in one FCFS queue (md's resync in the
+/// block layer's elevator). Open-loop users below saturation bring a fixed amount of work,
+/// and the rebuild takes all the rest whatever its class, so on constant-time disks the
+/// rebuild lasts the same (survivors busy throughout either way); what changes is who waits:
+/// users now queue behind rebuild reads (DOR keeps 8 at each survivor here).
+#[test]
+fn rebuild_in_the_user_class_trades_users_latency_for_rebuild_time() {
+    let text = |priority: &str| {
+        format!(
+            "[workload.synthetic]\nkind = \"uniform\"\nkeys = 2048\nrequests = 12000\nseed = 3\n\
+             [cache]\npolicy = \"lru\"\ncapacity_blocks = 1\n\
+             [array]\nlevel = \"raid5\"\ndisks = 3\nstripe_unit = 4096\n\
+             [run]\nmode = \"timed\"\ndriver = \"open\"\niops = 1100\n\
+             [disk]\nmodel = \"constant\"\nservice_ms = 1\n\
+             [rebuild]\nextent_gib = 0.00390625\ndepth = 8\n{priority}\n\
+             [[events]]\nat_s = 1\nfail = 1\n[[events]]\nat_s = 1\nrebuild = 1\n"
+        )
+    };
+    let below = run_text(&text(""));
+    let user = run_text(&text("priority = \"user\""));
+    assert_eq!(
+        below.rebuild.as_ref().unwrap().records[0].rebuilt,
+        user.rebuild.as_ref().unwrap().records[0].rebuilt
+    );
+    let (rb_below, rb_user) = (rebuild_s(&below), rebuild_s(&user));
+    assert!(
+        (rb_user - rb_below).abs() < 0.05 * rb_below,
+        "{rb_user} vs {rb_below}"
+    );
+    for m in [&below, &user] {
+        let r = &m.rebuild.as_ref().unwrap().records[0];
+        let busy_ns = r.window.busy_ns[0].min(r.window.busy_ns[2]) as f64;
+        assert!(
+            busy_ns > 0.99 * rebuild_s(m) * 1e9,
+            "{:?}",
+            r.window.busy_ns
+        );
+    }
+    let during = |m: &TimedMetrics| m.rebuild.as_ref().unwrap().during.mean_ns();
+    // Measured: 2.3 ms below users, 19.2 ms in their class.
+    assert!(
+        during(&user) > 4.0 * during(&below),
+        "{} vs {}",
+        during(&user),
+        during(&below)
+    );
+    match crate::config::from_toml(&text("priority = \"top\""), "t.toml", None) {
+        Err(crate::error::Error::Config { key, .. }) => assert_eq!(key, "rebuild.priority"),
+        other => panic!("expected a config error, got {other:?}"),
+    }
 }
