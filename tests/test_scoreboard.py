@@ -188,3 +188,17 @@ def test_verdicts_below_saturation_drop_the_cells_where_the_base_saturated() -> 
     assert v.median == pytest.approx(-0.1) and v.best == pytest.approx(-0.1)
     # over every rate the saturated one would win: best +50%
     assert max(red["new vs base"]) > 0.5
+
+
+def test_markdown_table_gains_the_store_columns_once_a_store_report_exists() -> None:
+    base = dict(claim="C", experiment="x", comparison="2.65: pro vs sequential", paper="+44.7% (p)", paper_value=0.447, stat="best", report="x/report.html")
+    sim = scoreboard.Score(**base, raidlab=0.6, raidlab_hw=0.04, seeds=5)
+    store = scoreboard.Score(**base, raidlab=0.418, raidlab_hw=0.229, seeds=3)
+    pred = scoreboard.Score(**base, raidlab=0.362, raidlab_hw=0.134, seeds=3)
+    matched = scoreboard.Score(**base, raidlab=0.339, raidlab_hw=0.148, seeds=3)
+    sim.store, sim.store_sim, sim.store_sim_matched = store, pred, matched
+    lines = scoreboard.markdown([sim]).splitlines()
+    assert lines[0].endswith("| store (mean ± 95% CI) | store - simulator (same set-up) |")
+    assert lines[2].endswith(
+        "| +41.8% ± 22.9% (best, 3 seeds) | +5.6 pp (sim +36.2%; matched sim +33.9%) |"
+    ), lines[2]

@@ -128,4 +128,6 @@ def replay(
     qd: int = 1,
     time_scale: float | None = None,
     requests_max: int | None = None,
+    schedule: bool = False,
+    log: str | None = None,
 ) -> str: ...

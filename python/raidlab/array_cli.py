@@ -13,7 +13,7 @@
     raidlab ctl DIR status [--json | --prometheus] [--test] | fail K [--force] | add-spare PATH
                     | remove K|PATH | re-add K|PATH | check|repair [--wait] [--test] [--cancel]
                     | watch [--json] [--count N] | test-event
-    raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
+    raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE | --schedule [--log CSV]] [--requests N] [--json]
 
 The work is done by the Rust store (``raidlab._core``); this module parses arguments and
 prints. Bad input raises a ``RaidlabError`` (exit code 2).
@@ -442,11 +442,25 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from raidlab.api import _source
 
     text, file, base = _source(args.workload)
+    if args.log is not None and not args.schedule:
+        err = _core.ConfigError("--log: only with --schedule")
+        err.key = "--log"
+        raise err
     out = json.loads(
         _core.replay(
-            args.uri, text, file, base, qd=args.qd, time_scale=args.timestamps, requests_max=args.requests
+            args.uri,
+            text,
+            file,
+            base,
+            qd=args.qd,
+            time_scale=args.timestamps,
+            requests_max=args.requests,
+            schedule=args.schedule,
+            log=os.path.abspath(args.log) if args.log else None,
         )
     )
+    if args.schedule:
+        return _print_scheduled(out, args.json, console)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -473,6 +487,26 @@ def _device(text: str) -> str:
     the caller's working directory (the server would resolve a relative one against the
     array directory)."""
     return text if text.startswith(_NBD_SCHEMES) else os.path.abspath(text)
+
+
+def _print_scheduled(out: dict[str, Any], as_json: bool, console: Console) -> int:
+    if as_json:
+        print(json.dumps(out))
+        return 0 if out["errors"] == 0 else 1
+    lat = out["latency"] or {}
+    console.print(
+        f"replayed {out['requests']:,} requests at their scheduled arrivals over {out['workers']} connections in "
+        f"{out['elapsed_s']:.2f} s: {out['completed']:,} measured, {out['iops']:,.1f} IOPS, "
+        f"mean {lat.get('mean_ms', 0.0):.3f} ms, p99 {lat.get('p99_ms', 0.0):.3f} ms"
+        + (f", [red]{out['errors']} errors[/red]" if out["errors"] else "")
+    )
+    for lv in out["ramp"]:
+        mean = "-" if lv["latency_mean_ms"] is None else f"{lv['latency_mean_ms']:.2f} ms"
+        console.print(
+            f"  level {lv['level_iops']:,.0f} IOPS: {lv['iops']:,.1f} IOPS, mean {mean}"
+            + (" (saturated)" if lv["saturated"] else "")
+        )
+    return 0 if out["errors"] == 0 else 1
 
 
 def _slot_or_path(text: str) -> str:
@@ -610,6 +644,12 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     p.add_argument("--qd", type=positive_int, default=1, help="requests in flight (default 1)")
     p.add_argument("--timestamps", type=float, default=None, metavar="SCALE", help="issue at trace time x SCALE (default: as fast as possible)")
     p.add_argument("--requests", type=positive_int, default=None, help="stop after N requests")
+    p.add_argument(
+        "--schedule",
+        action="store_true",
+        help="issue at the timed run's own arrivals ([run] open loop or ramp, seeded by run.seed) over --qd connections",
+    )
+    p.add_argument("--log", default=None, metavar="CSV", help="with --schedule: one line per request (arrival_ns,latency_ns,op,ok)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_replay)
 

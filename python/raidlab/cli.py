@@ -6,7 +6,7 @@
     raidlab trace stats FILE [--format NAME] [--block-size BYTES] [--limit N] [--device D] [--json]
     raidlab sweep EXPERIMENT.toml [--set KEY=VALUE ...] [--workers N] [--scheduler tcp://host:8786] [--out DIR] [--fail-fast]
     raidlab results DIR [--sql "SELECT ..."] [--columns A,B | --columns all] [--csv]
-    raidlab reproduce [NAME] [--skip-traces] [--out DIR] [--workers N] [--scheduler ADDR]   (no NAME: list)
+    raidlab reproduce [NAME] [--skip-traces] [--store] [--out DIR] [--workers N] [--scheduler ADDR]   (no NAME: list)
     raidlab demo
     raidlab reliability [CONFIG.toml] [--backup-nvram-mb MB] [--write-cache-mb MB ...] [--json]
     raidlab array create DIR --level L --disks N --size S [--chunk C] [--spares K] [MEMBER ...]
@@ -14,7 +14,7 @@
     raidlab serve DIR [--listen HOST:PORT | --listen unix:PATH] [--cache POLICY --cache-mib N]
     raidlab ctl DIR status [--json|--prometheus] [--test] | fail K [--force] | add-spare PATH
                     | remove K|PATH | re-add K|PATH | check [--test]
-    raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE] [--requests N] [--json]
+    raidlab replay URI WORKLOAD.toml [--qd N] [--timestamps SCALE | --schedule [--log CSV]] [--requests N] [--json]
 
 Exit codes: 0 success, 1 a sweep finished with failed runs (or a replay saw errors), 2 bad input (any RaidlabError,
 or bad arguments), 130 interrupted. `ctl status --test` exits 1 when the array is degraded and 2 when it failed (as
@@ -356,6 +356,12 @@ def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.name in ("all", "scoreboard"):
         return reproduce_all(args, where, console, run=args.name == "all")
+    if getattr(args, "store", False):
+        from raidlab.reproduce import reproduce_store
+
+        report = reproduce_store(args.name, experiments_dir=where, out_dir=Path(args.out), console=console)
+        console.print(f"report written to [bold]{report}[/bold]")
+        return 0
     report = reproduce(
         args.name,
         experiments_dir=where,
@@ -490,6 +496,11 @@ def parser() -> argparse.ArgumentParser:
                 help="experiment name; 'all' runs every one and writes OUT/scoreboard.html, 'scoreboard' only writes it (without a name: list the experiments)",
             )
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
+            c.add_argument(
+                "--store",
+                action="store_true",
+                help="run the file's [report.store] cells on a served array with disk-timed members, beside the simulator's prediction (report in OUT/NAME-store)",
+            )
             c.add_argument(
                 "--doc",
                 metavar="FILE",

@@ -436,6 +436,9 @@ def claim_rows(name: str, s: Section, verdicts: list[Verdict], seeds: int, part:
             "improved": v.improved,
             "cells": v.cells,
             "seeds": seeds,
+            # Which driver measured it: the simulator, the store, or the simulator on the
+            # store's (scaled) set-up (`raidlab reproduce NAME --store`).
+            "driver": s.spec.get("driver", "simulator"),
         }
         for v in verdicts
     ]

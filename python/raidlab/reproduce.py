@@ -193,6 +193,21 @@ def reproduce(
     return write_report(name, sections, out_dir / name, console)
 
 
+def reproduce_store(name: str, *, experiments_dir: Path, out_dir: Path, console: Console | None = None) -> Path:
+    """The store cells of ``experiments_dir/NAME.toml`` (its ``[report.store]``) on a served
+    array with disk-timed members, beside the simulator's prediction: ``out_dir/NAME-store``
+    (see :mod:`raidlab.storexp`)."""
+    from raidlab import storexp
+
+    console = console or Console()
+    path = experiments_dir / f"{name}.toml"
+    if not path.exists():
+        err = _core.ConfigError(f"no experiment file {path} (`raidlab reproduce` lists them)")
+        err.key = ""
+        raise err
+    return storexp.reproduce_store(plan_file(path, skip_traces=True), name, out_dir, console)
+
+
 def drop_full(frame: Any, plan: Plan) -> Any:
     """With ``[report] drop_full``: the runs whose cache holds the workload's whole
     footprint (every policy then pays only compulsory misses) moved to the skipped list."""

@@ -9,6 +9,11 @@ the comparison named by ``comparison`` (and ``group``, ``metric``, ``part``), ta
 ``"median"`` (the median cell). Gains are signed so that positive means the new scheme is
 better, whatever the metric's direction, so the direction agrees when raidlab's sign is the
 paper's.
+
+Reports of ``raidlab reproduce NAME --store`` tag their rows with ``driver``: ``store`` (a
+served array with disk-timed members) and ``store-sim`` (the simulator on that same scaled
+set-up). The board shows the store's number beside the simulator's, and the difference of
+the store from the simulator's prediction of the same set-up (percentage points of gain).
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ class Score:
     seeds: int
     stat: str
     report: str  # the report holding the verdict, relative to the output directory
+    store: "Score | None" = None  # the same claim measured on the store
+    store_sim: "Score | None" = None  # the simulator's prediction of the store's set-up
+    # ... with the store's own mechanisms where they differ (`[report.store] matched`)
+    store_sim_matched: "Score | None" = None
 
     @property
     def agrees(self) -> bool | None:
@@ -117,12 +126,17 @@ DOC_END = "<!-- scoreboard:end -->"
 
 def markdown(scores: list[Score]) -> str:
     """The scoreboard as a Markdown table (one line per claim, in ``claims_of`` order)."""
+    # The store's two columns once a `--store` report exists.
+    stored = any(s.store is not None for s in scores)
+    extra = " store (mean ± 95% CI) | store - simulator (same set-up) |" if stored else ""
     lines = [
-        "| claim | experiment | paper | raidlab (mean ± 95% CI) | same direction |",
-        "| --- | --- | --- | --- | --- |",
+        "| claim | experiment | paper | raidlab (mean ± 95% CI) | same direction |" + extra,
+        "| --- | --- | --- | --- | --- |" + (" --- | --- |" if stored else ""),
     ]
     for s in scores:
         cells = [s.claim, f"`{s.experiment}` ({s.comparison})", s.paper, number(s), verdict(s)]
+        if stored:
+            cells += [store_number(s), store_vs_sim(s)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -185,9 +199,38 @@ def score(stem: str, e: dict[str, Any], rows: list[dict[str, Any]]) -> Score:
 
 
 def scoreboard(experiments: Path, out_dir: Path) -> list[Score]:
-    """Every claim with raidlab's number from the reports under ``out_dir``."""
+    """Every claim with raidlab's number from the reports under ``out_dir`` (and the store's,
+    where a ``--store`` report exists)."""
     rows = newest(measured(out_dir))
-    return [score(stem, e, [r for r in rows if r.get("file") == f"{stem}.toml"]) for stem, e in claims_of(experiments)]
+    out = []
+    for stem, e in claims_of(experiments):
+        mine = [r for r in rows if r.get("file") == f"{stem}.toml"]
+        by = {d: [r for r in mine if r.get("driver", "simulator") == d] for d in ("simulator", "store", "store-sim", "store-sim-matched")}
+        s = score(stem, e, by["simulator"])
+        if by["store"]:
+            s.store = score(stem, e, by["store"])
+            s.store_sim = score(stem, e, by["store-sim"])
+            if by["store-sim-matched"]:
+                s.store_sim_matched = score(stem, e, by["store-sim-matched"])
+        out.append(s)
+    return out
+
+
+def store_number(s: Score) -> str:
+    if s.store is None or s.store.raidlab is None:
+        return "not run"
+    return number(s.store)
+
+
+def store_vs_sim(s: Score) -> str:
+    """The store's gain minus the simulator's prediction of the same set-up."""
+    if s.store is None or s.store.raidlab is None or s.store_sim is None or s.store_sim.raidlab is None:
+        return "-"
+    text = f"{(s.store.raidlab - s.store_sim.raidlab) * 100:+.1f} pp (sim {s.store_sim.raidlab:+.1%}"
+    m = s.store_sim_matched
+    if m is not None and m.raidlab is not None:
+        text += f"; matched sim {m.raidlab:+.1%}"
+    return text + ")"
 
 
 def number(s: Score) -> str:
@@ -205,6 +248,8 @@ def verdict(s: Score) -> str:
 
 def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
     """Print the scoreboard and write ``out_dir/scoreboard.html`` (links to each report)."""
+    # The store's columns once a `--store` report exists (a narrow terminal keeps the rest).
+    stored = any(s.store is not None for s in scores)
     fit.print_table(
         console,
         "claim",
@@ -213,7 +258,15 @@ def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
             fit.Column("paper", [f"{s.paper_value:+.1%}" for s in scores]),
             fit.Column("raidlab", [number(s) for s in scores], numeric=False),
             fit.Column("same direction", [verdict(s) for s in scores], numeric=False),
-        ],
+        ]
+        + (
+            [
+                fit.Column("store", [store_number(s) for s in scores], numeric=False),
+                fit.Column("store - simulator", [store_vs_sim(s) for s in scores], numeric=False),
+            ]
+            if stored
+            else []
+        ),
         title="scoreboard: each headline claim beside raidlab's number",
     )
     rows = "".join(
@@ -223,6 +276,8 @@ def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
         f"<td>{html.escape(s.paper)}</td>"
         f"<td>{html.escape(number(s))}</td>"
         f"<td>{verdict(s)}</td>"
+        f"<td>{html.escape(store_number(s))}</td>"
+        f"<td>{html.escape(store_vs_sim(s))}</td>"
         f"<td><a href='{html.escape(s.report)}'>report</a></td>"
         "</tr>"
         for s in scores
@@ -236,7 +291,7 @@ def write(scores: list[Score], out_dir: Path, console: Console) -> Path:
         "mean over seeds with its 95% confidence interval; <i>best</i> is the best cell of the experiment's "
         "grid (for the papers' 'up to' claims), <i>median</i> the median cell. The causes of the remaining "
         "gaps are in docs/reproductions.md.</p>"
-        "<table><tr><th>claim</th><th>comparison</th><th>paper</th><th>raidlab</th><th>same direction</th><th></th></tr>"
+        "<table><tr><th>claim</th><th>comparison</th><th>paper</th><th>raidlab</th><th>same direction</th><th>store</th><th>store - simulator (same set-up)</th><th></th></tr>"
         f"{rows}</table></body></html>"
     )
     path = out_dir / "scoreboard.html"

@@ -184,8 +184,10 @@ pub fn ctl_request(py: Python<'_>, dir: &str, request: &str) -> PyResult<String>
 }
 
 /// Replay the workload of a config's first run against an NBD URI; returns JSON text.
+/// `schedule`: at the timed run's own arrival times (open loop or ramp), `qd` connections,
+/// one line per request to `log`.
 #[pyfunction]
-#[pyo3(signature = (uri, text, file=None, base_dir=None, qd=1, time_scale=None, requests_max=None))]
+#[pyo3(signature = (uri, text, file=None, base_dir=None, qd=1, time_scale=None, requests_max=None, schedule=false, log=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -196,6 +198,8 @@ pub fn replay(
     qd: u32,
     time_scale: Option<f64>,
     requests_max: Option<u64>,
+    schedule: bool,
+    log: Option<std::path::PathBuf>,
 ) -> PyResult<String> {
     let exps = crate::parse(py, text, file, base_dir, None)?;
     let Some(exp) = exps.first() else {
@@ -204,6 +208,19 @@ pub fn replay(
             raidlab::Error::config("runs", "the config has no run"),
         ));
     };
+    if schedule {
+        let opts = raidlab_store::replay_sched::ScheduleOptions {
+            workers: qd,
+            requests_max,
+            log,
+        };
+        return py
+            .allow_threads(|| {
+                raidlab_store::replay_sched::replay_scheduled(uri, exp, &opts)
+                    .map(|v| v.to_string())
+            })
+            .map_err(|e| to_py(py, e));
+    }
     let opts = raidlab_store::replay::ReplayOptions {
         qd,
         time_scale,

@@ -40,6 +40,7 @@ pub mod model;
 pub mod nbd;
 pub mod parity;
 pub mod replay;
+pub mod replay_sched;
 pub mod serve;
 pub mod sync;
 pub mod wb;

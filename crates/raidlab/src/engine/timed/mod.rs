@@ -18,7 +18,8 @@
 //! Nothing is allocated per event once the pools have grown to the run's peak.
 
 mod ahead;
-mod arrivals;
+// Public so the store's replay issues requests at the very arrival times a timed run uses.
+pub mod arrivals;
 mod backup;
 #[cfg(test)]
 mod backup_tests;
