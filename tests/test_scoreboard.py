@@ -202,3 +202,14 @@ def test_markdown_table_gains_the_store_columns_once_a_store_report_exists() -> 
     assert lines[2].endswith(
         "| +41.8% ± 22.9% (best, 3 seeds) | +5.6 pp (sim +36.2%; matched sim +33.9%) |"
     ), lines[2]
+
+
+def test_the_docs_scoreboard_is_what_the_code_prints_from_the_verdicts() -> None:
+    """docs/reproductions.md's table is generated (``raidlab reproduce scoreboard --doc``)
+    from the verdicts committed under docs/claims/: this code, run on them now, prints it
+    again to the letter. A hand edit of the table, or a claim added to an experiment file
+    without its verdict, fails here."""
+    repo = Path(__file__).resolve().parent.parent
+    text = (repo / "docs" / "reproductions.md").read_text(encoding="utf-8")
+    scores = scoreboard.scoreboard(repo / "experiments", repo / "docs" / "claims")
+    assert scoreboard.doc_table(text, "docs/reproductions.md") == scoreboard.markdown(scores)
