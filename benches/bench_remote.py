@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import crashloop as cl  # noqa: E402
 import remote_faults as rf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,18 +64,10 @@ def bound(rw: str, qd: int, delay_s: float) -> float:
 
 
 def serve_array(arr: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as err:
-        p = subprocess.Popen(
-            [*rf.RAIDLAB, "serve", str(arr), "--listen", f"127.0.0.1:{port}", "--workers", str(WORKERS)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            start_new_session=True,
-        )
-    assert p.stdout is not None
-    line = p.stdout.readline().decode()
-    if "accepting connections" not in line:
-        sys.exit(f"bench_remote: raidlab serve did not start: {line!r}; see {log}")
-    return p
+    try:
+        return cl.start_server(arr, port, log, ["--workers", str(WORKERS)])
+    except RuntimeError as e:
+        sys.exit(f"bench_remote: {e}")
 
 
 def measure(root: Path, name: str, members: list[str], member_mib: int, table: list[tuple[str, str, str, int]], runtime: float, repeat: int) -> dict[str, dict[str, float]]:

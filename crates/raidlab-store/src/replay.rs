@@ -61,7 +61,9 @@ impl Lat {
     }
 }
 
-fn fill(buf: &mut [u8], seed: u64) {
+/// Deterministic bytes for a write (a xorshift stream from `seed`), shared with
+/// `replay --schedule`.
+pub(crate) fn fill(buf: &mut [u8], seed: u64) {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in buf.chunks_mut(8) {
         x ^= x << 13;

@@ -25,6 +25,7 @@ use raidlab::{Error, Result};
 use serde_json::{json, Value};
 
 use crate::nbd::Client;
+use crate::replay::fill;
 
 /// Connections (one request in flight each) the scheduled replay opens at most.
 pub const WORKERS_MAX: u32 = 64;
@@ -56,16 +57,6 @@ struct Job {
     count: u64,
     read: bool,
     seed: u64,
-}
-
-fn fill(buf: &mut [u8], seed: u64) {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    for chunk in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-    }
 }
 
 /// Mean and percentiles of response times in ms (`null` without any).
