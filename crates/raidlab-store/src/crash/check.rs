@@ -35,6 +35,9 @@ pub struct Outcome {
     /// rebuild), split by whether a unit of the row was lost at assembly.
     pub mismatch_rows: BTreeSet<u64>,
     pub mismatch_rows_lost: BTreeSet<u64>,
+    /// Columns the write cache's partial parities could not rebuild (more than one unit
+    /// lost during one destage: `wb/ppl.rs`).
+    pub ppl_unrecovered: u64,
 }
 
 /// What one state's read-back compares against.
@@ -110,9 +113,14 @@ pub fn recover_and_check(
     if wb {
         // Replay the backup `wb.json` names, and retire it, as a start without a write
         // cache does.
-        if let Err(e) = crate::wb::setup::start(&a, &ctl, None, false) {
-            out.assembly = Some(format!("write-cache recovery: {e}"));
-            return out;
+        match crate::wb::setup::start(&a, &ctl, None, false) {
+            Ok((_, started)) => {
+                out.ppl_unrecovered = started.replayed.map_or(0, |r| r.unrecovered);
+            }
+            Err(e) => {
+                out.assembly = Some(format!("write-cache recovery: {e}"));
+                return out;
+            }
         }
     }
     let rows = a.shape.rows();

@@ -231,9 +231,9 @@ pub fn serve(
         };
     if let Some(r) = &started.replayed {
         crate::info!(
-            { "event": "BackupReplayed", "pages": r.pages, "images": r.images, "records": r.records, "torn": r.torn },
-            "{}: write-cache backup replayed: {} page(s) and {} image(s) from {} record(s); {} torn record(s) ignored",
-            a.name, r.pages, r.images, r.records, r.torn
+            { "event": "BackupReplayed", "pages": r.pages, "images": r.images, "synthesized": r.synthesized, "unrecovered": r.unrecovered, "records": r.records, "torn": r.torn },
+            "{}: write-cache backup replayed: {} page(s) and {} image(s) ({} rebuilt from partial parities) from {} record(s); {} torn record(s) ignored",
+            a.name, r.pages, r.images, r.synthesized, r.records, r.torn
         );
     }
     if started.voided {

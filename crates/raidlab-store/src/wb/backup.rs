@@ -81,8 +81,9 @@ pub trait Backup: Send + Sync {
             self.release(h, false);
         }
     }
-    /// Release images after their destage completed, durably: a stale image must be gone
-    /// before a newer version of its page can be dropped.
+    /// Release images (and plan and partial-parity records) after their destage completed,
+    /// durably: a stale image must be gone before a newer version of its page can be
+    /// dropped, and a plan before the next destage changes the pages it describes.
     fn release_images(&self, hs: &[Handle]) -> io::Result<()>;
     /// Every record of the current epoch.
     fn scan(&self) -> io::Result<Scan>;

@@ -125,7 +125,7 @@ impl WriteBack {
         let mut result: Result<(), IoFail>;
         let t_write = std::time::Instant::now();
         let lost_before = self.lost_slots();
-        let mut images = match self.image_lost_units(round) {
+        let mut images = match self.protect_rows(round) {
             Ok(h) => h,
             Err(e) => {
                 let mut g = self.lock();
@@ -166,8 +166,8 @@ impl WriteBack {
             // half written. The round's writes are complete (not yet durable), so the lost
             // units read right now: image them before the sync, as for a row that was
             // degraded from the start. (A crash between the failure and this commit is
-            // the window left: docs/store.md, Limits.)
-            match self.image_lost_units(round) {
+            // covered by the partial parities, `ppl.rs`.)
+            match self.image_lost_units(round).and_then(|h| self.commit_if(h)) {
                 Ok(h) => {
                     self.counters
                         .late_images
@@ -244,13 +244,38 @@ impl WriteBack {
         true
     }
 
+    /// Before a round's writes: the images of its rows' lost units and the partial
+    /// parities of the rows it rewrites in part, committed together. Their handles, to
+    /// release once the round is on the members.
+    fn protect_rows(&self, round: &[InFlight]) -> std::io::Result<Vec<super::Handle>> {
+        let mut h = self.image_lost_units(round)?;
+        let per_row = self.ctl.geo.blocks_per_stripe();
+        let rows: Vec<(u64, Vec<(u64, u64)>)> = round
+            .iter()
+            .map(|f| {
+                let runs = f.runs.iter().map(|&(s, n, _)| (s, n)).collect();
+                (f.d.first / per_row, runs)
+            })
+            .collect();
+        h.extend(self.partial_parity(&rows)?);
+        self.commit_if(h)
+    }
+
+    /// Commit the backup when `h` holds records just put.
+    fn commit_if(&self, h: Vec<super::Handle>) -> std::io::Result<Vec<super::Handle>> {
+        if let (Some(b), false) = (&self.backup, h.is_empty()) {
+            b.commit()?;
+        }
+        Ok(h)
+    }
+
     /// Close the RAID-5/6 write hole for the rows of `round`: a unit of a row that is lost
     /// (failed, or not rebuilt yet) is read only through its row's parity, so a crash that
     /// lands part of a destage's data and parity writes would make it read wrong. Before
     /// the destage, the current contents of every lost data page of those rows that the
-    /// destage does not itself rewrite are put in the backup as page images (durable on
-    /// return); recovery writes them back first, which makes the row whole again. Returns
-    /// the images' handles, to release once the destage is on the members.
+    /// destage does not itself rewrite are put in the backup as page images (the caller
+    /// commits them); recovery writes them back first, which makes the row whole again.
+    /// Returns the images' handles, to release once the destage is on the members.
     fn image_lost_units(&self, round: &[InFlight]) -> std::io::Result<Vec<super::Handle>> {
         let Some(b) = &self.backup else {
             return Ok(Vec::new());
@@ -333,7 +358,6 @@ impl WriteBack {
                 handles.push(b.put(meta, &data[i * BLOCK..(i + 1) * BLOCK], &live)?);
             }
         }
-        b.commit()?;
         self.counters
             .images
             .fetch_add(handles.len() as u64, Ordering::Relaxed);

@@ -7,7 +7,7 @@
 //! | bytes   | field                                                              |
 //! |---------|--------------------------------------------------------------------|
 //! | 0..8    | magic `RLWBACK1`                                                   |
-//! | 8..12   | version (1)                                                        |
+//! | 8..12   | version (2; 1 had no plan or partial-parity records, and is read)  |
 //! | 12..16  | CRC-32C of the 4 KiB with this field zero                          |
 //! | 16..20  | kind: 1 mirror, 2 log                                              |
 //! | 20..36  | array UUID                                                         |
@@ -26,7 +26,11 @@
 use crate::format::superblock::{get32, get64};
 
 pub const SUPER_MAGIC: [u8; 8] = *b"RLWBACK1";
-pub const SUPER_VERSION: u32 = 1;
+/// Version 2 added the `Plan` and `Parity` record kinds: a build that knows only version 1
+/// refuses such a backup instead of stopping its scan at the first unknown kind.
+pub const SUPER_VERSION: u32 = 2;
+/// The oldest version this build still reads (its records are a subset of version 2's).
+pub const SUPER_VERSION_MIN: u32 = 1;
 pub const SUPER_BYTES: usize = 4096;
 /// Two superblock copies precede the backup's records.
 pub const SUPERS_BYTES: u64 = 2 * SUPER_BYTES as u64;
@@ -53,6 +57,13 @@ pub enum RecKind {
     /// The contents of a page on a member that a crash would leave unreadable, taken before
     /// a destage changes its row's parity (closes the RAID-5/6 write hole on replay).
     Image,
+    /// A destage's plan of one row (RAID-5/6): which of the row's pages it rewrites, and the
+    /// sequence numbers of its partial-parity records (`wb/ppl.rs`).
+    Plan,
+    /// One column's partial parity: the XOR of the row's data pages in that column that the
+    /// destage leaves alone, as they were before it (md's PPL). Replay rebuilds from it a
+    /// unit lost by a member that failed during the destage.
+    Parity,
 }
 
 impl RecKind {
@@ -60,12 +71,16 @@ impl RecKind {
         match self {
             RecKind::Data => 1,
             RecKind::Image => 2,
+            RecKind::Plan => 3,
+            RecKind::Parity => 4,
         }
     }
     fn of(code: u8) -> Option<RecKind> {
         match code {
             1 => Some(RecKind::Data),
             2 => Some(RecKind::Image),
+            3 => Some(RecKind::Plan),
+            4 => Some(RecKind::Parity),
             _ => None,
         }
     }
@@ -145,9 +160,9 @@ impl Super {
             return Err("superblock checksum mismatch".into());
         }
         let version = get32(b, 8);
-        if version != SUPER_VERSION {
+        if !(SUPER_VERSION_MIN..=SUPER_VERSION).contains(&version) {
             return Err(format!(
-                "backup format version {version} is not supported (this build reads {SUPER_VERSION})"
+                "backup format version {version} is not supported (this build reads {SUPER_VERSION_MIN} to {SUPER_VERSION})"
             ));
         }
         let kind = get32(b, 16);

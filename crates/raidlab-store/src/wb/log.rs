@@ -326,7 +326,7 @@ impl LogBackup {
                 };
                 let e = st.table.entry(h).meta;
                 if e.kind != RecKind::Data {
-                    // An image's bytes are not in the cache: it pins its segment until its
+                    // An image's (or a plan's, or a partial parity's) bytes are not in the cache: it pins its segment until its
                     // destage releases it. Stop cleaning; the put fails only if no segment
                     // is left for it.
                     return Ok(());
@@ -438,7 +438,7 @@ impl Backup for LogBackup {
             for &h in hs {
                 let e = st.table.entry(h);
                 assert!(
-                    e.meta.kind == RecKind::Image,
+                    e.meta.kind != RecKind::Data,
                     "release_images on a data record"
                 );
                 let void = usize::from(self.voids[0].1 == e.crc);

@@ -31,12 +31,15 @@ pub mod format;
 mod io;
 pub mod log;
 pub mod mirror;
+pub mod ppl;
 pub mod recover;
 pub mod setup;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_order;
+#[cfg(test)]
+mod tests_ppl;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -181,6 +184,8 @@ pub struct WbCounters {
     pub images: AtomicU64,
     /// Of those, taken after a member failed during a destage's writes.
     pub late_images: AtomicU64,
+    /// Plan and partial-parity records put before destages (`ppl.rs`).
+    pub partial_parity: AtomicU64,
     /// Writes answered after a backup commit made them durable (with the backup's syncs:
     /// how many writes one sync covered).
     pub committed_writes: AtomicU64,
@@ -386,6 +391,7 @@ impl WriteBack {
             "room_waits": c.room_waits.load(Ordering::Relaxed),
             "images": c.images.load(Ordering::Relaxed),
             "late_images": c.late_images.load(Ordering::Relaxed),
+            "partial_parity_records": c.partial_parity.load(Ordering::Relaxed),
             "group_commit": self.backup.as_ref().map(|b| {
                 let writes = c.committed_writes.load(Ordering::Relaxed);
                 let syncs = b.stats().commits;

@@ -1,7 +1,8 @@
 //! Recovery after an unclean stop: every record of the backup's current epoch is read, and
 //! written through the array: first the newest page image of each page (so a row a crash
-//! left with stale parity is made whole before data lands on it), then the newest data
-//! record of each page; then the members are synced.
+//! left with stale parity is made whole before data lands on it), with the images rebuilt
+//! from the destages' partial parities for units lost during a destage (`ppl.rs`), then
+//! the newest data record of each page; then the members are synced.
 //!
 //! **Images never outrank data.** An image holds what the members held for a lost unit when
 //! a destage began; a write of that page may be acknowledged while the image is read, and
@@ -14,9 +15,11 @@
 //! (replay is idempotent: it writes the same bytes).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::backup::Backup;
 use super::format::RecKind;
+use super::ppl;
 use super::BLOCK;
 use crate::ctrl::Controller;
 
@@ -29,15 +32,26 @@ pub struct Replayed {
     pub torn: u64,
     /// Pages written back (newest versions of data pages).
     pub pages: u64,
-    /// Page images written back (rows a destage was changing).
+    /// Page images written back (rows a destage was changing), synthesized ones included.
     pub images: u64,
+    /// Of those, rebuilt from a partial parity (a unit lost during a destage).
+    pub synthesized: u64,
+    /// Columns whose lost pages a partial parity could not rebuild (more than one lost
+    /// during one destage).
+    pub unrecovered: u64,
     /// The largest sequence number seen (new writes continue after it).
     pub seq_max: u64,
 }
 
 /// Replay `backup` onto the array of `ctl`. An error names the backup and what is wrong;
-/// nothing is then written.
-pub fn replay(ctl: &Controller, backup: &dyn Backup, path: &str) -> raidlab::Result<Replayed> {
+/// nothing is then written. `side`: where pages rebuilt from partial parities are kept
+/// before anything is written (`ppl.rs`; the caller removes it once the backup is reset).
+pub fn replay(
+    ctl: &Controller,
+    backup: &dyn Backup,
+    path: &str,
+    side: Option<&Path>,
+) -> raidlab::Result<Replayed> {
     let scan = backup
         .scan()
         .map_err(|e| super::backup::bad(path, format!("reading the backup: {e}")))?;
@@ -65,28 +79,63 @@ pub fn replay(ctl: &Controller, backup: &dyn Backup, path: &str) -> raidlab::Res
         let newest = match r.meta.kind {
             RecKind::Image => &mut images,
             RecKind::Data => &mut datas,
+            RecKind::Plan | RecKind::Parity => continue,
         };
         let e = newest.entry(r.meta.lba).or_insert(i);
         if scan.records[*e].meta.seq < r.meta.seq {
             *e = i;
         }
     }
-    for (pass, newest) in [(RecKind::Image, &images), (RecKind::Data, &datas)] {
-        for &i in newest.values() {
-            let r = &scan.records[i];
-            ctl.write(r.meta.lba * BLOCK as u64, &r.data, false)
-                .map_err(|e| {
-                    super::backup::bad(path, format!("replaying page {}: {e}", r.meta.lba))
-                })?;
-            match pass {
-                RecKind::Image => out.images += 1,
-                RecKind::Data => out.pages += 1,
+    let epoch = backup.epoch();
+    let kept = side.and_then(|p| ppl::load_side(p, epoch));
+    let rebuilt = match kept {
+        Some(pages) => pages,
+        None => {
+            let s = ppl::synthesize(ctl, &scan.records, &images)
+                .map_err(|e| super::backup::bad(path, e))?;
+            out.unrecovered = s.unrecovered;
+            if s.unrecovered > 0 {
+                crate::warn!(
+                    "{path}: {} column(s) of rows being destaged lost more than one unit during the destage; their lost pages cannot be rebuilt",
+                    s.unrecovered
+                );
             }
+            if let (Some(p), false) = (side, s.pages.is_empty()) {
+                ppl::store_side(p, epoch, &s.pages).map_err(|e| {
+                    super::backup::bad(
+                        &p.display().to_string(),
+                        format!("keeping the pages rebuilt from partial parities: {e}"),
+                    )
+                })?;
+            }
+            s.pages
         }
+    };
+    out.synthesized = rebuilt.len() as u64;
+    let pass_images = rebuilt.iter().map(|(lba, d)| (*lba, d.as_slice())).chain(
+        images
+            .values()
+            .map(|&i| (scan.records[i].meta.lba, scan.records[i].data.as_slice())),
+    );
+    let pass_data = datas
+        .values()
+        .map(|&i| (scan.records[i].meta.lba, scan.records[i].data.as_slice()));
+    for (lba, data) in pass_images {
+        write_page(ctl, path, lba, data)?;
+        out.images += 1;
+    }
+    for (lba, data) in pass_data {
+        write_page(ctl, path, lba, data)?;
+        out.pages += 1;
     }
     if out.pages + out.images > 0 {
         ctl.flush()
             .map_err(|e| super::backup::bad(path, format!("syncing the replayed pages: {e}")))?;
     }
     Ok(out)
+}
+
+fn write_page(ctl: &Controller, path: &str, lba: u64, data: &[u8]) -> raidlab::Result<()> {
+    ctl.write(lba * BLOCK as u64, data, false)
+        .map_err(|e| super::backup::bad(path, format!("replaying page {lba}: {e}")))
 }

@@ -140,9 +140,13 @@ impl WbOptions {
     }
 
     /// Mirror slots: two versions of every cached page (a rewrite holds both until the
-    /// newer is durable) and room for the page images of the destages in flight.
-    pub fn mirror_slots(&self) -> u64 {
-        2 * self.spec.capacity_pages + 64 * u64::from(self.spec.max_destages) + 64
+    /// newer is durable) and room for what the destages in flight protect their rows with:
+    /// page images of up to two lost units and a partial parity per column plus a plan,
+    /// for rows of `pages_per_unit` pages per unit (at least 64 per destage, at most 4,096;
+    /// a put that finds no slot loses the backup, and the cache then writes through).
+    pub fn mirror_slots(&self, pages_per_unit: u64) -> u64 {
+        let per_destage = (3 * pages_per_unit + 1).clamp(64, 4096);
+        2 * self.spec.capacity_pages + per_destage * u64::from(self.spec.max_destages) + 64
     }
 }
 
@@ -354,11 +358,15 @@ pub fn start(
                 if voided_epoch.is_some_and(|v| b.epoch() <= v) {
                     started.voided = true;
                 } else {
-                    started.replayed = Some(replay(ctl, b.as_ref(), &rec.legs[0].0)?);
+                    let side = dir.join(super::ppl::SIDE_FILE);
+                    started.replayed =
+                        Some(replay(ctl, b.as_ref(), &rec.legs[0].0, Some(&side))?);
                 }
-                // The replayed pages are on the members: retire the old records for good.
+                // The replayed pages are on the members: retire the old records for good
+                // (and the pages rebuilt from their partial parities with them).
                 if b.reset().is_ok() {
                     after_epoch = b.epoch();
+                    remove_durably(dir, &dir.join(super::ppl::SIDE_FILE))?;
                 }
             }
             Ok(None) => {}
@@ -401,7 +409,7 @@ pub fn start(
             None
         }
         BackupKind::Mirror => {
-            let slots = o.mirror_slots();
+            let slots = o.mirror_slots(u64::from(ctl.geo.blocks_per_stripe_unit()));
             let path = match (o.backup, &o.path) {
                 (BackupKind::Mirror, Some(p)) => p.clone(),
                 _ => dir.join("wb-mirror.img"),
@@ -503,7 +511,9 @@ mod tests {
         assert_eq!(o.backup, BackupKind::Log { logical: false });
         assert_eq!(o.log_bytes, 32 << 20, "4x the cache");
         assert_eq!(o.segment_bytes, 128 << 10);
-        assert_eq!(o.mirror_slots(), 2 * 2048 + 64 * 16 + 64);
+        assert_eq!(o.mirror_slots(16), 2 * 2048 + 64 * 16 + 64);
+        assert_eq!(o.mirror_slots(32), 2 * 2048 + 97 * 16 + 64);
+        assert_eq!(o.mirror_slots(1 << 18), 2 * 2048 + 4096 * 16 + 64);
         for (args, key) in [
             (
                 ("fifo", "80/20", "mirror", "physical", None, "128KiB"),

@@ -144,14 +144,14 @@ fn an_abandoned_cache_is_recovered_from_its_mirror() {
     drop(r.wb);
     let (c, _) = controller(&sh, &r.members, Options::default());
     let m = MirrorBackup::open(r.mirror.clone(), UUID).unwrap().unwrap();
-    let got = replay(&c, &m, "mirror").unwrap();
+    let got = replay(&c, &m, "mirror", None).unwrap();
     assert!(got.pages >= held.min(1) && got.torn == 0, "{got:?}");
     assert!(read_all(&c) == model, "every acknowledged write is back");
     // A second replay (a crash during recovery) writes the same bytes.
-    replay(&c, &m, "mirror").unwrap();
+    replay(&c, &m, "mirror", None).unwrap();
     assert!(read_all(&c) == model);
     m.reset().unwrap();
-    assert_eq!(replay(&c, &m, "mirror").unwrap().records, 0);
+    assert_eq!(replay(&c, &m, "mirror", None).unwrap().records, 0);
 }
 
 #[test]

@@ -48,7 +48,7 @@ fn a_page_image_never_outranks_a_data_record() {
     m.commit().unwrap();
     m.put(rec(3, 9, RecKind::Image), &stale, &NoLive).unwrap();
     m.commit().unwrap();
-    let r = replay(&c, &m, "mirror").unwrap();
+    let r = replay(&c, &m, "mirror", None).unwrap();
     assert_eq!((r.pages, r.images), (1, 1));
     let mut back = vec![0u8; BLOCK];
     c.read(3 * BLOCK as u64, &mut back).unwrap();

@@ -89,12 +89,12 @@ pub(crate) fn crash_check(fx: &Fixture, cfg: &Cfg, run: &Run, tally: &StdMutex<T
         }
         // Without a backup a crash can leave a degraded row's lost unit wrong: the
         // RAID-5/6 write hole, a documented limit. With one, nothing may read wrong.
-        // After the backup was lost the cache writes through: the hole is open again. And a
-        // member that fails while a destage of a row it was healthy in is in flight leaves
-        // that row without images (docs/store.md, Limits): its unit is wrong if the crash
-        // comes before the destage is synced.
+        // After the backup was lost the cache writes through: the hole is open again. A
+        // member that fails while a destage of a row it was healthy in is in flight is
+        // covered by the row's partial parity (`wb/ppl.rs`); only a second unit of the same
+        // column lost during the same destage is not, and replay reports it.
         let unbacked = !cfg.mode.backed() || lost_at.is_some_and(|p| p < s.cut);
-        let concurrent_failure = run.failed_during;
+        let concurrent_failure = run.failed_during && o.ppl_unrecovered > 0;
         let hole = (unbacked || concurrent_failure) && o.bad.iter().all(|b| b.on_lost_unit);
         if !o.bad.is_empty() && !hole {
             let lba = o.bad[0].lba;

@@ -215,7 +215,7 @@ fn every_crash_state_recovers_every_acknowledged_write() {
                     let e = newest.entry(f.meta.lba).or_insert(0);
                     *e = (*e).max(f.meta.seq);
                 }
-                RecKind::Image => assert!(
+                RecKind::Image | RecKind::Plan | RecKind::Parity => assert!(
                     !promise.voided.contains(&f.meta.seq),
                     "released image {} replayed at cut {} ({})",
                     f.meta.seq,
