@@ -96,7 +96,7 @@ fn run_focus(
     }
     let t = tally.lock().expect("tally").clone();
     println!(
-        "SCHED {tag}: {} runs, {} calls, {} distinct histories, {} crash states ({} write-hole, {} of them a member failing during a backed destage), 0 violations, {:.1} s",
+        "SCHED {tag}: {} runs, {} calls, {} distinct histories, {} crash states ({} write-hole, {} of them two units lost during one backed destage), 0 violations, {:.1} s",
         t.runs,
         t.calls,
         t.histories.len(),

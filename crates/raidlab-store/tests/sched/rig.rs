@@ -198,7 +198,8 @@ pub struct Tally {
     /// Crash states whose lost units read wrong without a backup: the documented RAID-5/6
     /// write hole (docs/store.md, Limits), not a broken promise.
     pub hole_states: u64,
-    /// Of those, with a backup: a member failed during the run (the concurrent-failure hole).
+    /// Of those, with a backup: two units of a column lost during one destage, which the
+    /// partial parities do not cover (`wb/ppl.rs`); any other one with a backup fails the run.
     pub hole_concurrent: u64,
     /// Distinct histories (member I/O and client calls, in order) among the runs.
     pub histories: std::collections::HashSet<u64>,
