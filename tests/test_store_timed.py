@@ -13,6 +13,8 @@ from store_fixtures import (
     cli_bad_input,
     cli_ok,
     create_array,
+    qemu_io,
+    require_tools,
     status,
     store_servers,  # noqa: F401 (fixture)
     wait_until,
@@ -51,6 +53,26 @@ def test_timed_members_take_their_model_time_and_show_it(tmp_path: Path, store_s
     # Untimed again: no timing in the status.
     srv = store_servers.start(d)
     assert all(m["timing"] is None for m in status(d)["members"])
+    srv.stop()
+
+
+def test_a_logical_logs_writes_queue_on_the_timed_members(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    # RAPID's logical cache disk is a partition of every member: its writes must take the
+    # members' model time in their queues, not bypass them.
+    require_tools("qemu-io")
+    d = tmp_path / "arr"
+    create_array(d, "raid5", 4, size="2MiB")
+    wb = ["--write-cache-mib", "4", "--thresholds", "99/98", "--backup", "log", "--log-mode", "logical", "--log-size", "16MiB"]
+    srv = store_servers.start(d, "--timing", "constant,read-ms=1,write-ms=1", *wb)
+    before = [m["timing"]["ops"] for m in status(d)["members"]]
+    for i in range(16):
+        qemu_io(srv.uri, f"write -P 0x5a {i * 64}k 64k")
+    st = status(d)
+    assert st["write_cache"]["destages"] == 0 and st["write_cache"]["write_through_pages"] == 0, st["write_cache"]
+    after = [m["timing"]["ops"] for m in st["members"]]
+    # Every acknowledged write was committed to the log first: at least one timed write each.
+    assert sum(after) - sum(before) >= 16, (before, after)
+    assert sum(1 for a, b in zip(after, before, strict=True) if a > b) >= 2, (before, after)
     srv.stop()
 
 

@@ -38,6 +38,12 @@ pub trait Member: Send + Sync + std::fmt::Debug {
     fn link(&self) -> Option<&dyn nbd::Link> {
         None
     }
+    /// Find the length again after the device grew behind this handle (a logical log's
+    /// partition laid out past the data area of a member file). A no-op where the length
+    /// cannot change.
+    fn refresh_len(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Open the member `name` names: an NBD URI (`nbd::is_uri`) or a file or block device.
@@ -97,7 +103,7 @@ impl DevId {
 pub struct FileMember {
     file: File,
     path: String,
-    len_bytes: u64,
+    len_bytes: AtomicU64,
     id: DevId,
 }
 
@@ -112,7 +118,7 @@ impl FileMember {
         Ok(FileMember {
             file,
             path: path.to_string(),
-            len_bytes,
+            len_bytes: AtomicU64::new(len_bytes),
             id,
         })
     }
@@ -132,7 +138,7 @@ impl Member for FileMember {
     }
 
     fn len_bytes(&self) -> u64 {
-        self.len_bytes
+        self.len_bytes.load(Ordering::Relaxed)
     }
 
     fn path(&self) -> &str {
@@ -141,6 +147,14 @@ impl Member for FileMember {
 
     fn identity(&self) -> DevId {
         self.id
+    }
+
+    fn refresh_len(&self) -> io::Result<()> {
+        // A block device's metadata length is 0: seek to its end, as `open` does (the
+        // descriptor's offset is not used by pread and pwrite).
+        let len = (&self.file).seek(SeekFrom::End(0))?;
+        self.len_bytes.store(len, Ordering::Relaxed);
+        Ok(())
     }
 }
 

@@ -385,6 +385,10 @@ impl Member for TimedMember {
         self.inner.len_bytes()
     }
 
+    fn refresh_len(&self) -> io::Result<()> {
+        self.inner.refresh_len()
+    }
+
     fn path(&self) -> &str {
         self.inner.path()
     }

@@ -445,9 +445,20 @@ pub fn start(
                 legs,
                 segment_bytes: o.segment_bytes,
             };
+            let mut legs = open_legs(&rec, true)?;
+            if logical {
+                // The legs are the served members themselves, now grown to hold them: the
+                // log's I/O then queues with the array's on each member (a disk-timed
+                // member's model and queue), as RAPID's logical cache disk shares the disks.
+                let live: Vec<&Arc<dyn Member>> = a.devs.iter().flatten().collect();
+                for ((dev, _, _), m) in legs.iter_mut().zip(live) {
+                    m.refresh_len().map_err(|e| io_err(Path::new(m.path()), e))?;
+                    *dev = m.clone();
+                }
+            }
             // The log picks an epoch past any it finds on its legs (and past the clock).
             let l = LogBackup::create(
-                open_legs(&rec, true)?,
+                legs,
                 a.uuid,
                 o.segment_bytes,
                 o.spec.capacity_pages,
