@@ -16,7 +16,7 @@ use raidlab::array::{Level, Role};
 use raidlab::rebuild::{reads_for, Gate, Order, Throttle};
 
 use super::column::BLOCK;
-use super::{Controller, Fault};
+use super::{fanout, Controller, Fault};
 use crate::member::Member;
 use crate::parity;
 
@@ -432,12 +432,22 @@ impl Controller {
             bufs.resize(order.len() * unit_bytes, 0);
             let mut chunks: Vec<&mut [u8]> = bufs.chunks_mut(unit_bytes).collect();
             let mut missing: Vec<usize> = Vec::with_capacity(3);
-            for (i, d) in order.iter().enumerate() {
+            // The survivors' reads go out together on slow members (as a degraded read's
+            // do), so a unit costs one read's time, not one per survivor.
+            let mut jobs: Vec<(u32, Option<Arc<dyn Member>>, &mut [u8])> =
+                Vec::with_capacity(reads.len());
+            for (i, (d, c)) in order.iter().zip(chunks.iter_mut()).enumerate() {
                 match reads.iter().position(|r| r == d) {
-                    Some(at) => self.member_read(*d, devs[at].clone(), block, chunks[i])?,
+                    Some(at) => jobs.push((*d, devs[at].clone(), &mut **c)),
                     None => missing.push(i),
                 }
             }
+            let parallel = self.fan_out(reads.iter().copied());
+            fanout::each(parallel, jobs, |(d, dev, buf)| {
+                self.member_read(d, dev, block, buf)
+            })
+            .into_iter()
+            .collect::<Result<(), Fault>>()?;
             if matches!(self.geo.level(), Level::Raid5 | Level::Raid6) {
                 parity::reconstruct(self.geo.data_disks() as usize, &mut chunks, &missing);
             } else {

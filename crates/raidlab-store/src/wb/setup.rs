@@ -452,7 +452,8 @@ pub fn start(
                 // member's model and queue), as RAPID's logical cache disk shares the disks.
                 let live: Vec<&Arc<dyn Member>> = a.devs.iter().flatten().collect();
                 for ((dev, _, _), m) in legs.iter_mut().zip(live) {
-                    m.refresh_len().map_err(|e| io_err(Path::new(m.path()), e))?;
+                    m.refresh_len()
+                        .map_err(|e| io_err(Path::new(m.path()), e))?;
                     *dev = m.clone();
                 }
             }
