@@ -434,8 +434,7 @@ impl Controller {
             let mut missing: Vec<usize> = Vec::with_capacity(3);
             // The survivors' reads go out together on slow members (as a degraded read's
             // do), so a unit costs one read's time, not one per survivor.
-            let mut jobs: Vec<(u32, Option<Arc<dyn Member>>, &mut [u8])> =
-                Vec::with_capacity(reads.len());
+            let mut jobs: Vec<SurvivorRead> = Vec::with_capacity(reads.len());
             for (i, (d, c)) in order.iter().zip(chunks.iter_mut()).enumerate() {
                 match reads.iter().position(|r| r == d) {
                     Some(at) => jobs.push((*d, devs[at].clone(), &mut **c)),
@@ -469,6 +468,9 @@ impl Controller {
         Ok(false)
     }
 }
+
+/// A survivor's read for a rebuild: its slot, device and where its unit lands.
+type SurvivorRead<'a> = (u32, Option<Arc<dyn Member>>, &'a mut [u8]);
 
 crate::sync::thread_local! {
     /// One row's units for a rebuild thread (reused: no allocation per unit).
