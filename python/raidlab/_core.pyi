@@ -112,6 +112,7 @@ def serve(
     read_only: bool = False,
     tls: str = "off",
     tls_certificates: str | None = None,
+    tls_psk: str | None = None,
     tls_verify_peer: bool = False,
     log_format: str = "text",
     log_level: str = "info",
