@@ -3,6 +3,7 @@
 from typing import Callable
 
 __version__: str
+TLS_PSK: bool  # `serve --tls-psk` works in this build (the tls-psk feature)
 
 class RaidlabError(Exception):
     """Base of every raidlab error."""

@@ -128,6 +128,9 @@ impl fmt::Display for TlsConfigError {
 
 impl std::error::Error for TlsConfigError {}
 
+/// Whether this build has TLS-PSK (the `tls-psk` feature).
+pub const PSK_BUILT: bool = cfg!(feature = "tls-psk");
+
 /// What to say when `--tls-psk` or `tls-psk-file` meets a build without the feature.
 pub const NO_PSK_BUILD: &str = "this build of raidlab has no TLS-PSK: it needs the `tls-psk` cargo feature, which links OpenSSL (install libssl-dev and pkg-config, then rebuild with `make`, which turns the feature on where pkg-config finds OpenSSL)";
 

@@ -160,16 +160,18 @@ impl PskClient {
                 .map_err(|e| setup_error(option, e))?;
         }
         let identity: Arc<[u8]> = user.as_bytes().into();
-        let key: Arc<[u8]> = key.bytes().into();
+        // A copy that is overwritten when the context is dropped, as the file's keys are.
+        let key = key.clone();
         b.set_psk_client_callback(move |_ssl, _hint, id_out: &mut [u8], key_out: &mut [u8]| {
+            let k = key.bytes();
             // The identity as a C string (its NUL within `id_out`).
-            if identity.len() >= id_out.len() || key.len() > key_out.len() {
+            if identity.len() >= id_out.len() || k.len() > key_out.len() {
                 return Ok(0);
             }
             id_out[..identity.len()].copy_from_slice(&identity);
             id_out[identity.len()] = 0;
-            key_out[..key.len()].copy_from_slice(&key);
-            Ok(key.len())
+            key_out[..k.len()].copy_from_slice(k);
+            Ok(k.len())
         });
         Ok(PskClient { ctx: b.build() })
     }
