@@ -2,14 +2,16 @@
 ``raidlab serve``, beside ``nbdkit memory`` (GnuTLS) in the same three modes, side by side
 in one run.
 
-fio's nbd engine (libnbd, GnuTLS on the client side) drives each export: 4 KiB random reads
-at queue depth 1 and 32 and 1 MiB sequential reads, best of ``--repeat`` runs per cell. The
+fio's nbd engine cannot be used (libnbd refuses it the local files a TLS URI names), so:
+4 KiB uniform random reads at queue depth 1 and 32 by ``raidlab replay`` (the store's own
+client: rustls for X.509, OpenSSL for PSK) and a sequential copy of the export to nowhere by
+``nbdcopy`` (libnbd, GnuTLS), best of ``--repeat`` runs per cell. The
 store's exports are RAID-0 arrays of 4 members in tmpfs, one per mode; certificates are made
-with the ``openssl`` command and keys written here, in a temporary directory. Needs fio,
+with the ``openssl`` command and keys written here, in a temporary directory. Needs nbdcopy,
 nbdkit, openssl, and a build with the ``tls-psk`` feature (else the PSK rows are left out,
 saying why).
 
-    python benches/bench_tls.py [--runtime 2] [--repeat 2] [--json]
+    python benches/bench_tls.py [--requests 20000] [--repeat 2] [--json]
 """
 
 from __future__ import annotations
@@ -21,17 +23,53 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_store import RAIDLAB, Servers, fio, free_port, need, wait_port  # noqa: E402
+from bench_store import RAIDLAB, Servers, free_port, need, wait_port  # noqa: E402
 
 JOBS = [
-    ("randread 4k qd1", "randread", "4k", 1, "iops"),
-    ("randread 4k qd32", "randread", "4k", 32, "iops"),
-    ("read 1M qd8", "read", "1M", 8, "mb_s"),
+    ("randread 4k qd1", 1, "iops"),
+    ("randread 4k qd32", 32, "iops"),
+    ("nbdcopy read", 0, "mb_s"),
 ]
 SIZE = 64 << 20
+WORKLOAD = """
+[workload]
+block_size = 4096
+[workload.synthetic]
+kind = "uniform"
+keys = {keys}
+requests = {requests}
+seed = 3
+[cache]
+policy = "lru"
+capacity_blocks = 64
+[array]
+level = "raid0"
+stripe_unit = 65536
+disks = 4
+[run]
+mode = "count"
+"""
+
+
+def replay(uri: str, wl: Path, qd: int) -> float:
+    out = subprocess.run([*RAIDLAB, "replay", uri, str(wl), "--qd", str(qd), "--json"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    if out.returncode != 0:
+        sys.exit(f"bench_tls: replay failed on {uri}: {out.stderr.strip()}")
+    r = json.loads(out.stdout)
+    if r["errors"]:
+        sys.exit(f"bench_tls: replay on {uri}: {r['errors']} errors")
+    return float(r["iops"])
+
+
+def copy_mb_s(uri: str) -> float:
+    t = time.monotonic()
+    subprocess.run(["nbdcopy", uri, "null:"], check=True, capture_output=True, timeout=300)
+    return SIZE / (time.monotonic() - t) / 1e6
 
 
 def openssl(*args: str, cwd: Path) -> None:
@@ -62,11 +100,11 @@ def make_pki(root: Path) -> tuple[Path, Path]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runtime", type=float, default=2.0, help="seconds per fio job")
+    ap.add_argument("--requests", type=int, default=20000, help="4 KiB reads per replay run")
     ap.add_argument("--repeat", type=int, default=2, help="runs per cell (the best is kept)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    need("fio", "nbdkit", "openssl")
+    need("nbdcopy", "nbdkit", "openssl")
     from raidlab import _core
 
     servers = Servers()
@@ -102,25 +140,30 @@ def main() -> int:
                 servers.start(["nbdkit", "-f", "-p", str(port), "-i", "127.0.0.1", *kit, "memory", str(SIZE)])
                 wait_port(port)
                 targets.append((f"nbdkit memory {mode}", uri.format(port=port)))
+            src = root / "fill.bin"
+            src.write_bytes(secrets.token_bytes(SIZE))
+            wl = root / "wl.toml"
+            wl.write_text(WORKLOAD.format(keys=SIZE // 4096, requests=args.requests))
             for name, uri in targets:
                 # Written once, so reads return data and not holes.
-                fio(uri, "write", "1M", 8, SIZE, 0.5)
+                subprocess.run(["nbdcopy", str(src), uri], check=True, capture_output=True, timeout=300)
                 rows[name] = {}
-                for label, rw, bs, qd, key in JOBS:
-                    rows[name][label] = max(fio(uri, rw, bs, qd, SIZE, args.runtime)[key] for _ in range(args.repeat))
+                for label, qd, _key in JOBS:
+                    runs = [replay(uri, wl, qd) if qd else copy_mb_s(uri) for _ in range(args.repeat)]
+                    rows[name][label] = max(runs)
         finally:
             servers.stop_all()
     if args.json:
         print(json.dumps({"rows": rows, "notes": notes}))
         return 0
-    head = f"{'export':<26}" + "".join(f"{label + (' IOPS' if key == 'iops' else ' MB/s'):>24}" for label, *_, key in JOBS)
+    head = f"{'export':<26}" + "".join(f"{label + (' IOPS' if key == 'iops' else ' MB/s'):>22}" for label, _qd, key in JOBS)
     print(head)
     for name, cells in rows.items():
-        print(f"{name:<26}" + "".join(f"{cells[label]:>24.0f}" for label, *_ in JOBS))
+        print(f"{name:<26}" + "".join(f"{cells[label]:>22.0f}" for label, *_ in JOBS))
     print("\nratios to the same server in plain text:")
     for name, cells in rows.items():
         base = rows[name.rsplit(" ", 1)[0] + " plain"]
-        print(f"{name:<26}" + "".join(f"{cells[label] / base[label]:>24.2f}" for label, *_ in JOBS))
+        print(f"{name:<26}" + "".join(f"{cells[label] / base[label]:>22.2f}" for label, *_ in JOBS))
     for n in notes:
         print(n)
     return 0
