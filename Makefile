@@ -13,6 +13,12 @@ STAMP   := $(VENV)/.installed
 LCS     := libcachesim==0.3.5
 LCS_STAMP := $(VENV)/.libcachesim
 SOURCES := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.pyi' -o -name Cargo.toml) pyproject.toml Cargo.toml
+# TLS-PSK (`raidlab serve --tls-psk`) runs on OpenSSL: the `tls-psk` feature is on where
+# pkg-config finds it (scripts/ensure-ssl-dev.sh installs libssl-dev and pkg-config when
+# root on Debian). Without it the build goes on and `--tls-psk` says what it lacks.
+TLS_PSK := $(shell sh scripts/ensure-ssl-dev.sh; pkg-config --exists openssl 2>/dev/null && echo 1)
+CARGO_FEATURES := $(if $(TLS_PSK),--features raidlab-store/tls-psk)
+export MATURIN_PEP517_ARGS := $(if $(TLS_PSK),--features tls-psk)
 
 .PHONY: demo test test-rust test-python bench soak soak-sched soak-fs soak-remote fuzz-build clean
 
@@ -37,16 +43,18 @@ test: test-rust test-python
 test-rust:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	$(if $(TLS_PSK),cargo clippy --workspace --all-targets $(CARGO_FEATURES) -- -D warnings)
 	cargo clippy -p raidlab-store --all-targets --features shuttle -- -D warnings
-	cargo test --workspace
+	cargo test --workspace $(CARGO_FEATURES)
 	# The store under a controlled scheduler: a few runs per configuration (make soak: 10,000).
 	cargo test -p raidlab-store --features shuttle --test sched
 
 # Once the wheel installed, the parity tests must find it (RAIDLAB_REQUIRE_LIBCACHESIM): a
-# broken install fails them instead of skipping them.
+# broken install fails them instead of skipping them. Likewise the TLS-PSK tests where
+# OpenSSL was found (RAIDLAB_REQUIRE_TLS_PSK).
 test-python: $(STAMP) $(LCS_STAMP)
 	-@sh scripts/ensure-debs.sh
-	RAIDLAB_REQUIRE_LIBCACHESIM=$$(test -f $(LCS_STAMP) && echo 1) $(VPY) -m pytest -q
+	RAIDLAB_REQUIRE_LIBCACHESIM=$$(test -f $(LCS_STAMP) && echo 1) RAIDLAB_REQUIRE_TLS_PSK=$(TLS_PSK) $(VPY) -m pytest -q
 
 
 bench: $(STAMP)
@@ -63,6 +71,7 @@ bench: $(STAMP)
 	$(VPY) benches/bench_store.py
 	$(VPY) benches/bench_store_wb.py
 	$(VPY) benches/bench_store_scale.py
+	$(VPY) benches/bench_tls.py
 	# Remote members on emulated hosts (needs root and namespaces; exit 77 is a skip).
 	$(VPY) benches/bench_remote.py || [ $$? -eq 77 ]
 

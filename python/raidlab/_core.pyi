@@ -3,6 +3,7 @@
 from typing import Callable
 
 __version__: str
+TLS_PSK: bool  # `serve --tls-psk` works in this build (the tls-psk feature)
 
 class RaidlabError(Exception):
     """Base of every raidlab error."""
@@ -112,6 +113,7 @@ def serve(
     read_only: bool = False,
     tls: str = "off",
     tls_certificates: str | None = None,
+    tls_psk: str | None = None,
     tls_verify_peer: bool = False,
     log_format: str = "text",
     log_level: str = "info",

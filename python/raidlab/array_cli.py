@@ -7,7 +7,7 @@
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
                       [--timing "[SLOT=]MODEL[,scheduler=S,...] ..."]
-                      [--tls off|on|require --tls-certificates DIR [--tls-verify-peer]]
+                      [--tls off|on|require (--tls-certificates DIR [--tls-verify-peer] | --tls-psk FILE)]
                       [--force] [--read-only] [--pid-file PATH]
                       [--log-format text|json] [--log-level L] [--event-program PROG] [--save-config]
     raidlab ctl DIR status [--json | --prometheus] [--test] | fail K [--force] | add-spare PATH
@@ -193,6 +193,7 @@ def _serve(args: argparse.Namespace) -> int:
                 read_only=args.read_only,
                 tls=args.tls,
                 tls_certificates=args.tls_certificates,
+                tls_psk=args.tls_psk,
                 tls_verify_peer=args.tls_verify_peer,
                 log_format=args.log_format,
                 log_level=args.log_level,
@@ -583,6 +584,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     t = s.add_argument_group("TLS through NBD_OPT_STARTTLS, as nbdkit --tls (docs/store.md: TLS)")
     t.add_argument("--tls", default="off", metavar="off|on|require", help="off (default); on: clients may upgrade; require: every option before STARTTLS is refused")
     t.add_argument("--tls-certificates", default=None, metavar="DIR", help="directory with server-cert.pem, server-key.pem (and ca-cert.pem for --tls-verify-peer)")
+    t.add_argument("--tls-psk", default=None, metavar="FILE", help="pre-shared keys instead of certificates: GnuTLS's username:hexkey lines, as nbdkit --tls-psk (needs a build with the tls-psk feature, i.e. OpenSSL)")
     t.add_argument("--tls-verify-peer", action="store_true", help="require a client certificate signed by DIR/ca-cert.pem")
     r = s.add_argument_group("remote members (docs/store.md: Remote members)")
     r.add_argument("--member-timeout", type=float, default=5.0, metavar="SECS", help="a remote member's request deadline: past it, its host is taken as away and the member is missing (default 5)")

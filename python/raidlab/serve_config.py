@@ -9,6 +9,8 @@ those the file already held). Keys are the long options without their dashes in 
     cache-mib = 256
     log-format = "json"
     event-program = "/usr/local/sbin/raidlab-alert"
+    tls = "require"
+    tls-psk = "/etc/raidlab/tank.psk"
 
 A key the file may not hold, a value of the wrong type or a file that is not TOML is a
 ``ConfigError`` (exit 2) naming the file, the line and the key; a value the server refuses
@@ -50,9 +52,12 @@ KEYS: dict[str, tuple[str, tuple[type, ...], str]] = {
     "event-timeout": ("event_timeout", (int, float), "seconds"),
     "member-timeout": ("member_timeout", (int, float), "seconds"),
     "missing-grace": ("missing_grace", (int, float), "seconds"),
+    "tls": ("tls", (str,), '"off", "on" or "require"'),
+    "tls-certificates": ("tls_certificates", (str,), "a directory path"),
+    "tls-psk": ("tls_psk", (str,), "a PSK file path (username:hexkey lines)"),
 }
 DESTS = {dest: key for key, (dest, _, _) in KEYS.items()}
-PATH_KEYS = ("backup-path", "event-program")
+PATH_KEYS = ("backup-path", "event-program", "tls-certificates", "tls-psk")
 # The argparse type of each option (a value from the file goes through it too).
 _TYPES: dict[str, Any] = {}
 

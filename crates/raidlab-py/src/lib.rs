@@ -271,6 +271,8 @@ fn reliability(
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", raidlab::VERSION)?;
+    // Whether `serve --tls-psk` works in this build (the `tls-psk` feature, OpenSSL).
+    m.add("TLS_PSK", raidlab_store::nbd::tls::PSK_BUILT)?;
     m.add("RaidlabError", py.get_type::<RaidlabError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
     m.add("TraceError", py.get_type::<TraceError>())?;

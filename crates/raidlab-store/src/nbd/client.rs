@@ -1,12 +1,13 @@
 //! A small NBD client: fixed-newstyle handshake with NBD_OPT_GO (falling back to
 //! NBD_OPT_EXPORT_NAME), simple replies, blocking calls and a pipelined API.
 //!
-//! URIs: `nbd://HOST[:PORT][/EXPORT]` and `nbd+unix:///EXPORT?socket=PATH`; with TLS
-//! (NBD_OPT_STARTTLS first, then everything over TLS) `nbds://` and `nbds+unix://`, which
-//! need `tls-certificates=DIR` (libnbd's layout: `ca-cert.pem` to check the server, and
-//! `client-cert.pem` with `client-key.pem` if present, offered to a server that asks), and
-//! take `tls-hostname=NAME` (the name the server certificate must carry; default the
-//! URI's host, or `localhost` over a Unix socket).
+//! URIs (see `nbd::uri`): `nbd://HOST[:PORT][/EXPORT]` and `nbd+unix:///EXPORT?socket=PATH`;
+//! with TLS (NBD_OPT_STARTTLS first, then everything over TLS) `nbds://` and `nbds+unix://`,
+//! which need either `tls-certificates=DIR` (libnbd's layout: `ca-cert.pem` to check the
+//! server, and `client-cert.pem` with `client-key.pem` if present, offered to a server that
+//! asks; `tls-hostname=NAME` is the name the server certificate must carry, by default the
+//! URI's host, or `localhost` over a Unix socket), or `tls-psk-file=FILE` with the user in
+//! the URI (`nbds://USER@HOST/`: the identity, whose key the file holds; TLS-PSK).
 //!
 //! Pipelining: `submit_*` sends a request and returns its handle, `wait_any` returns the next
 //! reply. Keep at most a few dozen requests in flight and collect their replies: a server
@@ -17,7 +18,6 @@ use std::fmt;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::proto::{
@@ -27,10 +27,11 @@ use super::proto::{
     OPT_REPLY_MAGIC, OPT_STARTTLS, REPLY_LEN, REP_ACK, REP_ERR_UNSUP, REP_INFO,
 };
 use super::server::Stream;
-use super::tls::{client_config, TlsStream};
+use super::tls::{client_config, ClientTls, TlsStream};
+#[cfg(test)]
+pub(crate) use super::uri::parse_uri;
+pub(crate) use super::uri::{parse_uri_full, Target, Uri};
 use super::{BlockSize, Errno};
-use rustls::ClientConfig;
-use std::sync::Arc;
 
 /// Requests in flight on one client at most (a bound on the pending table).
 pub const MAX_PENDING: usize = 1024;
@@ -96,112 +97,6 @@ fn invalid(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.into())
 }
 
-/// Where to connect and which export.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Target {
-    Tcp(String),
-    Unix(String),
-}
-
-/// TLS asked for by an `nbds://` or `nbds+unix://` URI.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct UriTls {
-    /// `tls-certificates=DIR`.
-    pub certificates: Option<PathBuf>,
-    /// The name the server's certificate must carry.
-    pub hostname: String,
-}
-
-/// A parsed NBD URI.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Uri {
-    pub target: Target,
-    pub export: String,
-    pub tls: Option<UriTls>,
-}
-
-/// Split an NBD URI into its target and export name.
-#[cfg(test)]
-pub(crate) fn parse_uri(uri: &str) -> io::Result<(Target, String)> {
-    let u = parse_uri_full(uri)?;
-    Ok((u.target, u.export))
-}
-
-/// Parse an NBD URI: scheme (`nbd`, `nbds`, `nbd+unix`, `nbds+unix`), target, export and
-/// the query parameters this client knows (`socket`, `tls-certificates`, `tls-hostname`).
-pub(crate) fn parse_uri_full(uri: &str) -> io::Result<Uri> {
-    let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("bad NBD URI {uri:?}"));
-    let (scheme, rest) = uri.split_once("://").ok_or_else(bad)?;
-    let (tls, unix) = match scheme {
-        "nbd" => (false, false),
-        "nbds" => (true, false),
-        "nbd+unix" => (false, true),
-        "nbds+unix" => (true, true),
-        _ => return Err(bad()),
-    };
-    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let param = |key: &str| -> io::Result<Option<String>> {
-        query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
-            .map(percent_decode)
-            .transpose()
-    };
-    let (target, export, host) = if unix {
-        let export = main.strip_prefix('/').ok_or_else(bad)?;
-        let socket = param("socket")?.filter(|s| !s.is_empty()).ok_or_else(bad)?;
-        (Target::Unix(socket), export, "localhost".to_string())
-    } else {
-        let (authority, export) = main.split_once('/').unwrap_or((main, ""));
-        if authority.is_empty() {
-            return Err(bad());
-        }
-        // A port is present if the text after the last ':' is outside IPv6 brackets.
-        let port_at = authority
-            .rfind(':')
-            .filter(|&i| !authority[i..].contains(']'));
-        let (host, addr) = match port_at {
-            Some(i) => (&authority[..i], authority.to_string()),
-            None => (authority, format!("{authority}:10809")),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        (Target::Tcp(addr), export, host.to_string())
-    };
-    let tls = if tls {
-        Some(UriTls {
-            certificates: param("tls-certificates")?.map(PathBuf::from),
-            hostname: param("tls-hostname")?.unwrap_or(host),
-        })
-    } else {
-        None
-    };
-    Ok(Uri {
-        target,
-        export: percent_decode(export)?,
-        tls,
-    })
-}
-
-fn percent_decode(s: &str) -> io::Result<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            let byte = hex.ok_or_else(|| invalid(format!("bad %-escape in {s:?}")))?;
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| invalid(format!("{s:?} is not UTF-8")))
-}
-
 impl Client {
     /// Connect and do the handshake (over TLS for an `nbds` URI).
     pub fn connect(uri: &str) -> io::Result<Client> {
@@ -217,23 +112,7 @@ impl Client {
             export,
             tls,
         } = parse_uri_full(uri)?;
-        let tls = match tls {
-            None => None,
-            Some(t) => {
-                let Some(dir) = t.certificates else {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{uri}: an nbds URI needs tls-certificates=DIR (with ca-cert.pem)"),
-                    ));
-                };
-                let (cert, key) = (dir.join("client-cert.pem"), dir.join("client-key.pem"));
-                let client = (cert.exists() && key.exists()).then_some((&*cert, &*key));
-                let config = client_config(&dir.join("ca-cert.pem"), client).map_err(|e| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {e}", e.option))
-                })?;
-                Some((config, t.hostname))
-            }
-        };
+        let tls = tls.map(|t| client_tls(uri, t)).transpose()?;
         let stream = match target {
             Target::Tcp(addr) => {
                 let s = match timeout {
@@ -275,7 +154,7 @@ impl Client {
     }
 
     /// NBD_OPT_STARTTLS, then the TLS handshake; the reader and writer go through TLS.
-    fn start_tls(&mut self, config: &Arc<ClientConfig>, hostname: &str) -> io::Result<()> {
+    fn start_tls(&mut self, tls: &ClientTls) -> io::Result<()> {
         self.send_option(OPT_STARTTLS, &[])?;
         let mut head = [0u8; 20];
         self.reader.read_exact(&mut head)?;
@@ -298,23 +177,14 @@ impl Client {
             return Err(invalid("server sent data after NBD_OPT_STARTTLS"));
         }
         let raw = self.writer.try_clone()?;
-        let tls = TlsStream::connect(
-            raw,
-            config,
-            hostname,
-            Instant::now() + TLS_HANDSHAKE_TIMEOUT,
-        )?;
+        let tls = TlsStream::connect_with(raw, tls, Instant::now() + TLS_HANDSHAKE_TIMEOUT)?;
         tls.raw().set_read_timeout(None)?;
         self.reader = BufReader::with_capacity(64 << 10, Stream::Tls(Box::new(tls.try_clone()?)));
         self.writer = Stream::Tls(Box::new(tls));
         Ok(())
     }
 
-    fn handshake(
-        &mut self,
-        export: &[u8],
-        tls: Option<(Arc<ClientConfig>, String)>,
-    ) -> io::Result<()> {
+    fn handshake(&mut self, export: &[u8], tls: Option<ClientTls>) -> io::Result<()> {
         let mut greet = [0u8; 18];
         self.reader.read_exact(&mut greet)?;
         let magic = u64::from_be_bytes(greet[..8].try_into().unwrap_or_default());
@@ -329,8 +199,8 @@ impl Client {
         let no_zeroes = hflags & FLAG_NO_ZEROES != 0;
         let cflags = FLAG_C_FIXED_NEWSTYLE | if no_zeroes { FLAG_C_NO_ZEROES } else { 0 };
         self.writer.write_all(&cflags.to_be_bytes())?;
-        if let Some((config, hostname)) = &tls {
-            self.start_tls(config, hostname)?;
+        if let Some(tls) = &tls {
+            self.start_tls(tls)?;
         }
 
         // NBD_OPT_GO asking for the block sizes (we honour them).
@@ -589,6 +459,39 @@ impl Client {
 }
 
 /// Connect to `addr` (`HOST:PORT`), each resolved address tried within `timeout`.
+/// The TLS an `nbds` URI asks for: X.509 (`tls-certificates=DIR`) or TLS-PSK
+/// (`tls-psk-file=FILE` and a user); errors name the URI and the parameter.
+fn client_tls(uri: &str, t: super::uri::UriTls) -> io::Result<ClientTls> {
+    let input = |m: String| io::Error::new(io::ErrorKind::InvalidInput, format!("{uri}: {m}"));
+    match (t.certificates, t.psk_file) {
+        (Some(_), Some(_)) => Err(input(
+            "tls-certificates and tls-psk-file exclude each other".into(),
+        )),
+        (None, None) => Err(input(
+            "an nbds URI needs tls-certificates=DIR (with ca-cert.pem) or tls-psk-file=FILE".into(),
+        )),
+        (Some(dir), None) => {
+            let (cert, key) = (dir.join("client-cert.pem"), dir.join("client-key.pem"));
+            let client = (cert.exists() && key.exists()).then_some((&*cert, &*key));
+            let config = client_config(&dir.join("ca-cert.pem"), client)
+                .map_err(|e| input(format!("{}: {e}", e.option)))?;
+            Ok(ClientTls::X509 {
+                config,
+                hostname: t.hostname,
+            })
+        }
+        (None, Some(file)) => {
+            let Some(user) = t.username else {
+                return Err(input(
+                    "tls-psk-file needs the user in the URI (nbds://USER@HOST/...)".into(),
+                ));
+            };
+            ClientTls::psk("tls-psk-file", &file, &user)
+                .map_err(|e| input(format!("{}: {e}", e.option)))
+        }
+    }
+}
+
 fn connect_tcp_within(addr: &str, timeout: Duration) -> io::Result<TcpStream> {
     use std::net::ToSocketAddrs;
     let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{addr}: no address"));

@@ -7,7 +7,9 @@
 //!   connection (fio's nbd engine, qemu) and replies never interleave;
 //! - `client`: [`Client`] — blocking calls and a pipelined submit / `wait_any` API;
 //! - `rmw`: [`SubBlock`] — sub-block requests over a 4 KiB backend by read-modify-write;
-//! - `tls`: TLS through NBD_OPT_STARTTLS ([`TlsMode`], [`ServerTls`]), X.509 certificates;
+//! - `uri`: NBD URIs as libnbd reads them (`nbd://`, `nbds://USER@HOST/?tls-psk-file=...`);
+//! - `tls`: TLS through NBD_OPT_STARTTLS ([`TlsMode`], [`ServerTls`]): X.509 certificates
+//!   (rustls) or pre-shared keys (OpenSSL, the `tls-psk` feature);
 //! - [`Limits`]: the bounds against slow, stuck and hostile clients.
 //!
 //! Simple replies only (no structured replies, no block status).
@@ -21,6 +23,7 @@ mod session;
 #[cfg(test)]
 mod tests;
 pub mod tls;
+mod uri;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -30,7 +33,7 @@ use std::time::Duration;
 pub use client::{Client, ClientError, Completion};
 pub use rmw::SubBlock;
 pub use server::Server;
-pub use tls::{ServerTls, TlsConfigError, TlsMode};
+pub use tls::{PskKeys, ServerTls, TlsConfigError, TlsMode};
 
 /// An NBD error value, sent in the simple reply. The values are the spec's (Linux errno).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -159,7 +159,14 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
             };
             let early = reader.buffer().to_vec();
             let raw = reader.into_inner();
-            let session_stream = TlsStream::accept(raw, &early, &tls.config, until)?;
+            let session_stream = TlsStream::accept(raw, &early, tls, until)?;
+            if shared.debug {
+                crate::info!(
+                    "nbd: connection {} TLS: {}",
+                    conn.id,
+                    session_stream.describe()
+                );
+            }
             *w = Stream::Tls(Box::new(session_stream.try_clone()?));
             reader = BufReader::with_capacity(READ_BUFFER, Stream::Tls(Box::new(session_stream)));
             session.tls_active = true;

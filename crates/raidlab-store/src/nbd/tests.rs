@@ -276,4 +276,6 @@ mod hostile;
 mod interop;
 mod load;
 mod protocol;
+#[cfg(feature = "tls-psk")]
+mod psk;
 mod tls;

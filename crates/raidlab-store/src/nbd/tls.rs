@@ -1,16 +1,19 @@
 //! TLS for the NBD front, as `nbdkit --tls`: NBD_OPT_STARTTLS in the fixed-newstyle option
 //! haggling, then the TLS session carries the rest of the handshake and the transmission
-//! phase. X.509 certificates only (rustls, ring provider); TLS-PSK is not offered (rustls
-//! has no external PSK support, see docs/store.md).
+//! phase. Two stacks run a session: rustls (ring provider) for X.509 certificates, and
+//! OpenSSL for pre-shared keys (`--tls-psk`, the `tls-psk` feature: rustls has no external
+//! PSK), behind one [`TlsStream`] so the NBD code does not know which.
 //!
 //! - [`TlsMode`]: `off`, `on` (STARTTLS allowed) or `require` (every option but STARTTLS and
 //!   ABORT refused with NBD_REP_ERR_TLS_REQD before TLS: nbdkit's `--tls=require`, the spec's
 //!   FORCEDTLS mode);
 //! - [`ServerTls::load`]: the server's certificate directory (`server-cert.pem`,
-//!   `server-key.pem`, and `ca-cert.pem` to verify client certificates);
+//!   `server-key.pem`, and `ca-cert.pem` to verify client certificates); [`ServerTls::load_psk`]:
+//!   its PSK file (GnuTLS's `username:hexkey` lines, [`pskfile`]);
 //! - [`client_config`]: a client's trust anchors (a CA file) and optional certificate;
+//!   [`ClientTls`]: what a client connects with;
 //! - [`TlsStream`]: one TLS session over a socket, cloned into the connection's reader and
-//!   its writer. The two share the rustls state under a mutex held only to decrypt received
+//!   its writer. The two share the session state under a mutex held only to decrypt received
 //!   bytes or to encrypt a reply, never across a blocking socket call: the reader reads
 //!   ciphertext from the socket unlocked, and a writer (already holding the connection's
 //!   write lock, which orders replies) encrypts under the mutex, then sends unlocked. So the
@@ -18,27 +21,20 @@
 //!   wait exactly as on a plain socket, and a stuck reply never blocks the reader.
 
 use std::fmt;
-use std::io::{self, IoSlice, Read, Write};
-use std::net::Shutdown;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    ClientConfig, ClientConnection, Connection, RootCertStore, ServerConfig, ServerConnection,
-};
+use rustls::{ClientConfig, ServerConfig};
 
-use super::server::Stream;
+#[cfg(feature = "tls-psk")]
+pub(crate) mod ossl;
+pub mod pskfile;
+mod stream;
+mod x509;
 
-/// Ciphertext read from the socket at once.
-const READ_CHUNK: usize = 32 << 10;
-/// Largest PEM file read (a certificate chain or a key is a few KiB).
-const PEM_MAX: u64 = 1 << 20;
-/// How long a closing connection waits to send its close_notify alert.
-const CLOSE_NOTIFY_TIMEOUT: Duration = Duration::from_millis(200);
+pub use pskfile::PskKeys;
+pub(crate) use stream::TlsStream;
+pub use x509::client_config;
 
 /// When the server offers or requires TLS (`raidlab serve --tls`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,110 +77,117 @@ impl fmt::Display for TlsMode {
     }
 }
 
-/// A TLS setting that cannot be used: the option at fault, the file if one is, and why.
+/// A TLS setting that cannot be used: the option at fault, the file and line if there are
+/// such, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsConfigError {
     /// The command-line option to change, e.g. "--tls-certificates".
     pub option: &'static str,
     pub file: Option<PathBuf>,
+    /// The line of `file` at fault (1-based), for a file read line by line.
+    pub line: Option<usize>,
     pub message: String,
 }
 
 impl TlsConfigError {
-    fn new(option: &'static str, file: Option<&Path>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        option: &'static str,
+        file: Option<&Path>,
+        message: impl Into<String>,
+    ) -> Self {
         TlsConfigError {
             option,
             file: file.map(Path::to_path_buf),
+            line: None,
             message: message.into(),
+        }
+    }
+
+    pub(crate) fn at_line(
+        option: &'static str,
+        file: &Path,
+        line: usize,
+        message: impl Into<String>,
+    ) -> Self {
+        TlsConfigError {
+            line: Some(line),
+            ..TlsConfigError::new(option, Some(file), message)
         }
     }
 }
 
 impl fmt::Display for TlsConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.file {
-            Some(p) => write!(f, "{}: {}", p.display(), self.message),
-            None => f.write_str(&self.message),
+        match (&self.file, self.line) {
+            (Some(p), Some(l)) => write!(f, "{}:{l}: {}", p.display(), self.message),
+            (Some(p), None) => write!(f, "{}: {}", p.display(), self.message),
+            (None, _) => f.write_str(&self.message),
         }
     }
 }
 
 impl std::error::Error for TlsConfigError {}
 
-/// The server's TLS: its mode (never `Off`) and its rustls configuration.
+/// Whether this build has TLS-PSK (the `tls-psk` feature).
+pub const PSK_BUILT: bool = cfg!(feature = "tls-psk");
+
+/// What to say when `--tls-psk` or `tls-psk-file` meets a build without the feature.
+pub const NO_PSK_BUILD: &str = "this build of raidlab has no TLS-PSK: it needs the `tls-psk` cargo feature, which links OpenSSL (install libssl-dev and pkg-config, then rebuild with `make`, which turns the feature on where pkg-config finds OpenSSL)";
+
+/// The stack that runs the server's sessions.
+#[derive(Clone)]
+pub(crate) enum ServerStack {
+    X509(Arc<ServerConfig>),
+    #[cfg(feature = "tls-psk")]
+    Psk(Arc<ossl::PskServer>),
+}
+
+/// The server's TLS: its mode (never `Off`) and the stack and keys its sessions use.
 #[derive(Clone)]
 pub struct ServerTls {
     pub mode: TlsMode,
-    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) stack: ServerStack,
 }
 
 impl fmt::Debug for ServerTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let stack = match &self.stack {
+            ServerStack::X509(_) => "x509",
+            #[cfg(feature = "tls-psk")]
+            ServerStack::Psk(_) => "psk",
+        };
         f.debug_struct("ServerTls")
             .field("mode", &self.mode)
-            .finish_non_exhaustive()
+            .field("stack", &stack)
+            .finish()
     }
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn read_pem_file(option: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
-    let fail = |m: String| TlsConfigError::new(option, Some(path), m);
-    let f = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
-    let mut data = Vec::new();
-    f.take(PEM_MAX + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| fail(format!("cannot read: {e}")))?;
-    if data.len() as u64 > PEM_MAX {
-        return Err(fail(format!("larger than {PEM_MAX} bytes: not a PEM file")));
-    }
-    Ok(data)
-}
-
-/// Every certificate of a PEM file (a chain: the leaf first).
-fn load_certs(
+/// `Ok(None)` for `TlsMode::Off` when nothing else is set; the error of `option` if it is.
+fn off_check(
+    mode: TlsMode,
     option: &'static str,
-    path: &Path,
-) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
-    let data = read_pem_file(option, path)?;
-    let certs = CertificateDer::pem_slice_iter(&data)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsConfigError::new(option, Some(path), format!("bad PEM: {e}")))?;
-    if certs.is_empty() {
+    file: Option<&Path>,
+    verify_peer: bool,
+) -> Result<(), TlsConfigError> {
+    if mode != TlsMode::Off {
+        return Ok(());
+    }
+    if let Some(f) = file {
         return Err(TlsConfigError::new(
             option,
-            Some(path),
-            "no CERTIFICATE found (want PEM X.509 certificates)",
+            Some(f),
+            format!("{option} given but TLS is off: add --tls on or --tls require"),
         ));
     }
-    Ok(certs)
-}
-
-/// The private key of a PEM file (PKCS#8, PKCS#1 RSA or SEC1 EC).
-fn load_key(option: &'static str, path: &Path) -> Result<PrivateKeyDer<'static>, TlsConfigError> {
-    let data = read_pem_file(option, path)?;
-    PrivateKeyDer::from_pem_slice(&data).map_err(|e| {
-        let why = match e {
-            rustls::pki_types::pem::Error::NoItemsFound => {
-                "no private key found (want PEM PKCS#8, RSA or EC PRIVATE KEY)".to_string()
-            }
-            e => format!("bad PEM: {e}"),
-        };
-        TlsConfigError::new(option, Some(path), why)
-    })
-}
-
-/// Trust anchors from a PEM file of CA certificates.
-fn load_roots(option: &'static str, path: &Path) -> Result<RootCertStore, TlsConfigError> {
-    let mut roots = RootCertStore::empty();
-    for cert in load_certs(option, path)? {
-        roots.add(cert).map_err(|e| {
-            TlsConfigError::new(option, Some(path), format!("unusable CA certificate: {e}"))
-        })?;
+    if verify_peer {
+        return Err(TlsConfigError::new(
+            "--tls-verify-peer",
+            None,
+            "--tls-verify-peer needs --tls on or --tls require",
+        ));
     }
-    Ok(roots)
+    Ok(())
 }
 
 impl ServerTls {
@@ -200,21 +203,8 @@ impl ServerTls {
         verify_peer: bool,
     ) -> Result<Option<ServerTls>, TlsConfigError> {
         const OPT: &str = "--tls-certificates";
+        off_check(mode, OPT, dir, verify_peer)?;
         if mode == TlsMode::Off {
-            if let Some(d) = dir {
-                return Err(TlsConfigError::new(
-                    OPT,
-                    Some(d),
-                    "certificates given but TLS is off: add --tls on or --tls require",
-                ));
-            }
-            if verify_peer {
-                return Err(TlsConfigError::new(
-                    "--tls-verify-peer",
-                    None,
-                    "--tls-verify-peer needs --tls on or --tls require",
-                ));
-            }
             return Ok(None);
         }
         let Some(dir) = dir else {
@@ -222,321 +212,91 @@ impl ServerTls {
                 OPT,
                 None,
                 format!(
-                    "--tls {mode} needs --tls-certificates DIR (with server-cert.pem and server-key.pem)"
+                    "--tls {mode} needs --tls-certificates DIR (with server-cert.pem and server-key.pem) or --tls-psk FILE"
                 ),
             ));
         };
-        if !dir.is_dir() {
-            return Err(TlsConfigError::new(
-                OPT,
-                Some(dir),
-                "not a directory (want one holding server-cert.pem and server-key.pem)",
-            ));
-        }
-        let cert_path = dir.join("server-cert.pem");
-        let key_path = dir.join("server-key.pem");
-        let certs = load_certs(OPT, &cert_path)?;
-        let key = load_key(OPT, &key_path)?;
-        let builder = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| TlsConfigError::new(OPT, None, format!("TLS setup: {e}")))?;
-        let builder = if verify_peer {
-            let ca_path = dir.join("ca-cert.pem");
-            let roots = load_roots("--tls-verify-peer", &ca_path)?;
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                .build()
-                .map_err(|e| {
-                    TlsConfigError::new(
-                        "--tls-verify-peer",
-                        Some(&ca_path),
-                        format!("cannot verify clients with it: {e}"),
-                    )
-                })?;
-            builder.with_client_cert_verifier(verifier)
-        } else {
-            builder.with_no_client_auth()
-        };
-        let config = builder.with_single_cert(certs, key).map_err(|e| {
-            TlsConfigError::new(
-                OPT,
-                Some(&key_path),
-                format!("unusable with server-cert.pem: {e}"),
-            )
-        })?;
         Ok(Some(ServerTls {
             mode,
-            config: Arc::new(config),
+            stack: ServerStack::X509(x509::server_config(dir, verify_peer)?),
         }))
     }
-}
 
-/// A client's TLS configuration: trust the CA certificates of `ca_file`; present
-/// `client` (certificate chain file, key file) if the server asks for one.
-pub fn client_config(
-    ca_file: &Path,
-    client: Option<(&Path, &Path)>,
-) -> Result<Arc<ClientConfig>, TlsConfigError> {
-    let roots = load_roots("tls-ca", ca_file)?;
-    let builder = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TlsConfigError::new("tls-ca", None, format!("TLS setup: {e}")))?
-        .with_root_certificates(roots);
-    let config = match client {
-        None => builder.with_no_client_auth(),
-        Some((cert, key)) => {
-            let chain = load_certs("tls-cert", cert)?;
-            let key_der = load_key("tls-key", key)?;
-            builder
-                .with_client_auth_cert(chain, key_der)
-                .map_err(|e| TlsConfigError::new("tls-key", Some(key), e.to_string()))?
+    /// The server's TLS for `mode` with the pre-shared keys of `file` (nbdkit's
+    /// `--tls-psk`: GnuTLS's `username:hexkey` lines); a client is let in only by a key the
+    /// file has for the identity it sends. `Ok(None)` for `TlsMode::Off` without a file.
+    /// The file is checked even in a build without TLS-PSK, which then refuses it.
+    pub fn load_psk(
+        mode: TlsMode,
+        file: Option<&Path>,
+    ) -> Result<Option<ServerTls>, TlsConfigError> {
+        const OPT: &str = "--tls-psk";
+        off_check(mode, OPT, file, false)?;
+        if mode == TlsMode::Off {
+            return Ok(None);
         }
-    };
-    Ok(Arc::new(config))
-}
-
-/// One TLS session over a socket; clones share the session (see the module comment).
-#[derive(Debug)]
-pub(crate) struct TlsStream {
-    raw: Stream,
-    session: Arc<Mutex<Connection>>,
-    /// Ciphertext read from the socket and not yet given to rustls (the reader's own).
-    rbuf: Vec<u8>,
-    rpos: usize,
-    /// The socket reached its end.
-    eof: bool,
-    /// Ciphertext to send (a writer's own, reused).
-    wbuf: Vec<u8>,
-}
-
-/// Socket I/O for the TLS handshake: each read waits at most until the deadline.
-struct DeadlineIo<'a> {
-    raw: &'a mut Stream,
-    until: Instant,
-}
-
-impl Read for DeadlineIo<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "TLS handshake not finished in time",
+        let Some(file) = file else {
+            return Err(TlsConfigError::new(
+                OPT,
+                None,
+                format!("--tls {mode} needs --tls-psk FILE or --tls-certificates DIR"),
             ));
-        }
-        self.raw.set_read_timeout(Some(left))?;
-        self.raw.read(buf)
-    }
-}
-
-impl Write for DeadlineIo<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.raw.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-fn lock(session: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    session.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn tls_error(e: rustls::Error) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("TLS: {e}"))
-}
-
-impl TlsStream {
-    /// The server side of the TLS handshake on `raw`, which must be a plain socket, after
-    /// NBD_REP_ACK to NBD_OPT_STARTTLS. `early` is what the NBD reader had buffered past the
-    /// option (a client may send its ClientHello without waiting). The handshake must end
-    /// by `until` (the NBD handshake's deadline).
-    pub(crate) fn accept(
-        mut raw: Stream,
-        early: &[u8],
-        config: &Arc<ServerConfig>,
-        until: Instant,
-    ) -> io::Result<TlsStream> {
-        let mut conn = ServerConnection::new(Arc::clone(config)).map_err(tls_error)?;
-        let mut early = early;
-        while !early.is_empty() {
-            if conn.read_tls(&mut early)? == 0 {
-                break;
-            }
-            if let Err(e) = conn.process_new_packets() {
-                // The alert saying why, if the socket takes it.
-                let _ = conn.write_tls(&mut DeadlineIo {
-                    raw: &mut raw,
-                    until,
-                });
-                return Err(tls_error(e));
-            }
-        }
-        TlsStream::handshake(raw, Connection::Server(conn), until)
-    }
-
-    /// The client side of the TLS handshake on `raw` (a plain socket), checking the server's
-    /// certificate against `name`.
-    pub(crate) fn connect(
-        raw: Stream,
-        config: &Arc<ClientConfig>,
-        name: &str,
-        until: Instant,
-    ) -> io::Result<TlsStream> {
-        let name = ServerName::try_from(name.to_string()).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("bad TLS server name {name:?}: {e}"),
-            )
-        })?;
-        let conn = ClientConnection::new(Arc::clone(config), name).map_err(tls_error)?;
-        TlsStream::handshake(raw, Connection::Client(conn), until)
-    }
-
-    fn handshake(mut raw: Stream, mut conn: Connection, until: Instant) -> io::Result<TlsStream> {
+        };
+        let keys = PskKeys::load(OPT, file)?;
+        #[cfg(feature = "tls-psk")]
         {
-            let mut io = DeadlineIo {
-                raw: &mut raw,
-                until,
-            };
-            while conn.is_handshaking() {
-                conn.complete_io(&mut io)?;
-            }
-            // Session tickets and the like, queued as the handshake ended.
-            while conn.wants_write() {
-                conn.write_tls(&mut io)?;
-            }
+            Ok(Some(ServerTls {
+                mode,
+                stack: ServerStack::Psk(Arc::new(ossl::PskServer::new(keys)?)),
+            }))
         }
-        Ok(TlsStream {
-            raw,
-            session: Arc::new(Mutex::new(conn)),
-            rbuf: Vec::new(),
-            rpos: 0,
-            eof: false,
-            wbuf: Vec::new(),
-        })
-    }
-
-    /// Another handle on the same session and socket (the reader's or the writer's).
-    pub(crate) fn try_clone(&self) -> io::Result<TlsStream> {
-        Ok(TlsStream {
-            raw: self.raw.try_clone()?,
-            session: Arc::clone(&self.session),
-            rbuf: Vec::new(),
-            rpos: 0,
-            eof: false,
-            wbuf: Vec::new(),
-        })
-    }
-
-    pub(crate) fn raw(&self) -> &Stream {
-        &self.raw
-    }
-
-    /// Send what rustls has queued (encrypted records, alerts), the session lock released
-    /// before the socket write. Callers hold the connection's write lock (or are its only
-    /// user), so records go out in the order they were made.
-    fn send_queued(&mut self, mut conn: MutexGuard<'_, Connection>) -> io::Result<()> {
-        let mut out = std::mem::take(&mut self.wbuf);
-        out.clear();
-        while conn.wants_write() {
-            conn.write_tls(&mut out)?;
-        }
-        drop(conn);
-        let sent = self.raw.write_all(&out);
-        self.wbuf = out;
-        sent
-    }
-
-    /// Send a close_notify alert, waiting briefly at most (a stuck peer may not read it).
-    pub(crate) fn close_notify(&mut self) {
-        let session = Arc::clone(&self.session);
-        let mut conn = lock(&session);
-        conn.send_close_notify();
-        let _ = self.raw.set_write_timeout(Some(CLOSE_NOTIFY_TIMEOUT));
-        let _ = self.send_queued(conn);
-    }
-
-    pub(crate) fn shutdown(&self, how: Shutdown) {
-        self.raw.shutdown(how);
-    }
-}
-
-impl Read for TlsStream {
-    /// Plaintext of the session. Waits on the socket (its read timeout applies) only when
-    /// no plaintext is ready; the end of the socket reads as the end of the stream, with or
-    /// without close_notify (NBD frames its messages, so a truncated one is an error anyway).
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        loop {
-            {
-                let session = Arc::clone(&self.session);
-                let mut conn = lock(&session);
-                // Plaintext first; then feed received ciphertext one piece at a time until
-                // some comes out (rustls bounds the plaintext it holds).
-                loop {
-                    match conn.reader().read(buf) {
-                        Ok(n) => return Ok(n),
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
-                        Err(e) => return Err(e),
-                    }
-                    if self.rpos >= self.rbuf.len() {
-                        break;
-                    }
-                    let mut pending = &self.rbuf[self.rpos..];
-                    let n = conn.read_tls(&mut pending)?;
-                    // Nothing taken: the peer's close_notify came; the rest is ignored.
-                    self.rpos = if n == 0 {
-                        self.rbuf.len()
-                    } else {
-                        self.rpos + n
-                    };
-                    conn.process_new_packets().map_err(tls_error)?;
-                }
-                // A session message (a KeyUpdate) that wants an answer gets it with the next
-                // reply, sent by a writer under the connection's write lock.
-                if self.eof {
-                    return Ok(0);
-                }
-            }
-            // No plaintext: wait for ciphertext, the session unlocked.
-            self.rbuf.resize(READ_CHUNK, 0);
-            self.rpos = 0;
-            let n = match self.raw.read(&mut self.rbuf) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.rbuf.clear();
-                    return Err(e);
-                }
-            };
-            self.rbuf.truncate(n);
-            if n == 0 {
-                self.eof = true;
-            }
+        #[cfg(not(feature = "tls-psk"))]
+        {
+            drop(keys);
+            Err(TlsConfigError::new(OPT, Some(file), NO_PSK_BUILD))
         }
     }
 }
 
-impl Write for TlsStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let session = Arc::clone(&self.session);
-        let mut conn = lock(&session);
-        let n = conn.writer().write(buf)?;
-        self.send_queued(conn)?;
-        Ok(n)
-    }
+/// What a client connects with: a server certificate to check (rustls), or an identity
+/// and its pre-shared key (OpenSSL).
+#[derive(Clone, Debug)]
+pub(crate) enum ClientTls {
+    X509 {
+        config: Arc<ClientConfig>,
+        /// The name the server's certificate must carry.
+        hostname: String,
+    },
+    #[cfg(feature = "tls-psk")]
+    Psk(Arc<ossl::PskClient>),
+}
 
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let session = Arc::clone(&self.session);
-        let mut conn = lock(&session);
-        let n = conn.writer().write_vectored(bufs)?;
-        self.send_queued(conn)?;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+impl ClientTls {
+    /// A PSK client as user `user`, with that user's key from `file` (libnbd's
+    /// `tls-psk-file`); `option` names the setting in errors.
+    pub(crate) fn psk(
+        option: &'static str,
+        file: &Path,
+        user: &str,
+    ) -> Result<ClientTls, TlsConfigError> {
+        let keys = PskKeys::load(option, file)?;
+        let Some(key) = keys.get(user) else {
+            return Err(TlsConfigError::new(
+                option,
+                Some(file),
+                format!("no key for user {user:?}"),
+            ));
+        };
+        #[cfg(feature = "tls-psk")]
+        {
+            Ok(ClientTls::Psk(Arc::new(ossl::PskClient::new(
+                option, user, key,
+            )?)))
+        }
+        #[cfg(not(feature = "tls-psk"))]
+        {
+            let _ = key;
+            Err(TlsConfigError::new(option, Some(file), NO_PSK_BUILD))
+        }
     }
 }

@@ -23,7 +23,8 @@ pub struct ServeOptions {
     /// Serve on an address other than loopback without `--tls require` (NBD has no other
     /// protection).
     pub insecure: bool,
-    /// TLS through NBD_OPT_STARTTLS (`--tls`, `--tls-certificates`, `--tls-verify-peer`).
+    /// TLS through NBD_OPT_STARTTLS (`--tls`, `--tls-certificates`, `--tls-psk`,
+    /// `--tls-verify-peer`).
     pub tls: TlsOptions,
     /// Start an array recorded failed, or with a stale member (md's `--assemble --force`).
     pub force: bool,
@@ -42,30 +43,56 @@ pub struct ServeOptions {
     pub missing_grace: std::time::Duration,
 }
 
-/// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR` and
-/// `--tls-verify-peer` (see `nbd::ServerTls::load` for the directory's files).
+/// `raidlab serve`'s TLS options, as nbdkit's `--tls`, `--tls-certificates DIR`,
+/// `--tls-psk FILE` and `--tls-verify-peer` (see `nbd::ServerTls::load` for the directory's
+/// files, `nbd::tls::pskfile` for the PSK file).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsOptions {
     pub mode: TlsMode,
     pub certificates: Option<PathBuf>,
+    pub psk: Option<PathBuf>,
     pub verify_peer: bool,
 }
 
 impl TlsOptions {
     /// From the command line's words; a bad mode is a config error naming `--tls`.
-    pub fn parse(mode: &str, certificates: Option<&str>, verify_peer: bool) -> Result<Self> {
+    pub fn parse(
+        mode: &str,
+        certificates: Option<&str>,
+        psk: Option<&str>,
+        verify_peer: bool,
+    ) -> Result<Self> {
         Ok(TlsOptions {
             mode: TlsMode::parse(mode).map_err(|m| Error::config("--tls", m))?,
             certificates: certificates.map(PathBuf::from),
+            psk: psk.map(PathBuf::from),
             verify_peer,
         })
     }
 
-    /// Load the certificates (None when TLS is off); a config error names the option and
-    /// the file at fault.
+    /// Load the certificates or the keys (None when TLS is off); a config error names the
+    /// option and the file (and line) at fault. Certificates and PSK exclude each other, as
+    /// in nbdkit; `--tls-verify-peer` is for certificates (a PSK authenticates the client).
     pub fn load(&self) -> Result<Option<ServerTls>> {
-        ServerTls::load(self.mode, self.certificates.as_deref(), self.verify_peer)
-            .map_err(|e| Error::config(e.option, e.to_string()))
+        let loaded = match (&self.certificates, &self.psk) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "--tls-psk",
+                    "--tls-psk and --tls-certificates exclude each other: a server uses pre-shared keys or X.509 certificates",
+                ))
+            }
+            (None, Some(_)) if self.verify_peer => {
+                return Err(Error::config(
+                    "--tls-verify-peer",
+                    "--tls-verify-peer is for X.509 client certificates: with --tls-psk every client proves its key already",
+                ))
+            }
+            (None, Some(file)) => ServerTls::load_psk(self.mode, Some(file)),
+            (_, None) => {
+                ServerTls::load(self.mode, self.certificates.as_deref(), self.verify_peer)
+            }
+        };
+        loaded.map_err(|e| Error::config(e.option, e.to_string()))
     }
 }
 
@@ -161,7 +188,7 @@ pub fn check_listen_secure(listen: &Listen, insecure: bool, tls: TlsMode) -> Res
             Err(Error::config(
                 "--listen",
                 format!(
-                    "{addr} is not a loopback address: without --tls require, NBD traffic may be neither encrypted nor authenticated; pass --tls require (with --tls-certificates DIR), or --insecure to serve it anyway"
+                    "{addr} is not a loopback address: without --tls require, NBD traffic may be neither encrypted nor authenticated; pass --tls require (with --tls-certificates DIR or --tls-psk FILE), or --insecure to serve it anyway"
                 ),
             ))
         }

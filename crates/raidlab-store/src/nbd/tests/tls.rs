@@ -112,7 +112,12 @@ impl Certs {
     }
 }
 
-fn start_tls(listen: &Listen, backend: Arc<Mem>, limits: Limits, tls: ServerTls) -> Running {
+pub(super) fn start_tls(
+    listen: &Listen,
+    backend: Arc<Mem>,
+    limits: Limits,
+    tls: ServerTls,
+) -> Running {
     let server = Server::bind(listen)
         .unwrap()
         .with_limits(limits)
@@ -124,13 +129,13 @@ fn start_tls(listen: &Listen, backend: Arc<Mem>, limits: Limits, tls: ServerTls)
     Running { addr, stop, thread }
 }
 
-fn tcp() -> Listen {
+pub(super) fn tcp() -> Listen {
     Listen::Tcp("127.0.0.1:0".parse().unwrap())
 }
 
 /// Writes and reads of several sizes (one byte of a record to many records), some
 /// pipelined, through `c`; checked against the pattern written.
-fn exercise(c: &mut Client, seed: u64) {
+pub(super) fn exercise(c: &mut Client, seed: u64) {
     let big = pattern(seed, 4 * MIB);
     c.write(0, &big, false).unwrap();
     let mut back = vec![0u8; 4 * MIB];
@@ -242,7 +247,7 @@ fn tls_client_checks_the_server_certificate() {
 }
 
 /// Read one option reply over any stream: (option, reply type, data).
-fn opt_reply(s: &mut impl Read) -> (u32, u32, Vec<u8>) {
+pub(super) fn opt_reply(s: &mut impl Read) -> (u32, u32, Vec<u8>) {
     let mut h = [0u8; 20];
     s.read_exact(&mut h).unwrap();
     assert_eq!(
@@ -256,7 +261,7 @@ fn opt_reply(s: &mut impl Read) -> (u32, u32, Vec<u8>) {
     (be(&h[8..12]), be(&h[12..16]), d)
 }
 
-fn send_opt(s: &mut impl Write, option: u32, data: &[u8]) {
+pub(super) fn send_opt(s: &mut impl Write, option: u32, data: &[u8]) {
     let mut m = IHAVEOPT.to_be_bytes().to_vec();
     m.extend_from_slice(&option.to_be_bytes());
     m.extend_from_slice(&(data.len() as u32).to_be_bytes());
@@ -451,6 +456,7 @@ fn bad_certificate_paths_are_typed_config_errors() {
     let opts = crate::serve::TlsOptions {
         mode: TlsMode::Require,
         certificates: Some(missing.clone()),
+        psk: None,
         verify_peer: false,
     };
     let msg = opts.load().unwrap_err().to_string();
@@ -458,7 +464,7 @@ fn bad_certificate_paths_are_typed_config_errors() {
         msg.contains("--tls-certificates") && msg.contains(&*missing.to_string_lossy()),
         "{msg}"
     );
-    let e = crate::serve::TlsOptions::parse("maybe", None, false).unwrap_err();
+    let e = crate::serve::TlsOptions::parse("maybe", None, None, false).unwrap_err();
     assert!(e.to_string().contains("--tls"), "{e}");
 }
 
@@ -489,7 +495,7 @@ fn verify_peer_requires_a_client_certificate_from_the_ca() {
 
 /// Whether the peer closed `s` within `secs` (end of stream or reset; anything read is
 /// ignored, such as a TLS alert).
-fn closed_within(s: &mut TcpStream, secs: u64) -> bool {
+pub(super) fn closed_within(s: &mut TcpStream, secs: u64) -> bool {
     s.set_read_timeout(Some(Duration::from_secs(secs))).unwrap();
     let mut b = [0u8; 4096];
     loop {
@@ -606,7 +612,7 @@ fn bounds_hold_over_tls() {
 }
 
 /// Run `cmd` if it is installed; `None` (after saying so) if not.
-fn tool(cmd: &str, args: &[&str]) -> Option<std::process::Output> {
+pub(super) fn tool(cmd: &str, args: &[&str]) -> Option<std::process::Output> {
     match std::process::Command::new(cmd).args(args).output() {
         Ok(out) => Some(out),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -617,7 +623,7 @@ fn tool(cmd: &str, args: &[&str]) -> Option<std::process::Output> {
     }
 }
 
-fn text(out: &std::process::Output) -> String {
+pub(super) fn text(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
@@ -664,32 +670,6 @@ fn interop_qemu_io_and_nbdinfo_over_tls() {
         assert!(!out.status.success(), "served without a client certificate");
     }
     srv.finish();
-}
-
-#[test]
-fn nbds_uris_parse() {
-    use crate::nbd::client::{parse_uri_full, Target, UriTls};
-    let u = parse_uri_full("nbds://[::1]:5/ex?tls-certificates=/d%20x&tls-hostname=h").unwrap();
-    assert_eq!(u.target, Target::Tcp("[::1]:5".into()));
-    assert_eq!(u.export, "ex");
-    assert_eq!(
-        u.tls,
-        Some(UriTls {
-            certificates: Some("/d x".into()),
-            hostname: "h".into()
-        })
-    );
-    let u = parse_uri_full("nbds://server.example").unwrap();
-    assert_eq!(u.target, Target::Tcp("server.example:10809".into()));
-    assert_eq!(u.tls.unwrap().hostname, "server.example");
-    let u = parse_uri_full("nbds+unix:///e?socket=/s&tls-certificates=/c").unwrap();
-    assert_eq!(u.target, Target::Unix("/s".into()));
-    assert_eq!(u.tls.unwrap().hostname, "localhost");
-    let u = parse_uri_full("nbd://h:1/e?tls-certificates=/c").unwrap();
-    assert_eq!((u.export.as_str(), u.tls), ("e", None));
-    for bad in ["nbdx://h", "nbds+unix:///e", "nbds://"] {
-        assert!(parse_uri_full(bad).is_err(), "{bad}");
-    }
 }
 
 #[test]
