@@ -23,6 +23,16 @@ const SLOTS: u64 = 2 * 64 + 256;
 /// The row the destage is cut in.
 const ROW: u64 = 2;
 
+fn spec() -> WbSpec {
+    WbSpec {
+        capacity_pages: 64,
+        order: OrderKind::Lrw,
+        high_pct: 80.0,
+        low_pct: 20.0,
+        max_destages: 4,
+    }
+}
+
 struct Cut {
     members: Vec<Arc<MemMember>>,
     mirror: Arc<MemMember>,
@@ -54,14 +64,13 @@ fn cut_destage(protect: bool, later: bool) -> Cut {
     let lba = row_first + column;
     let mirror = Arc::new(MemMember::new("mirror", mirror_bytes(SLOTS)));
     let backup = MirrorBackup::create(mirror.clone(), UUID, SLOTS, 0).unwrap();
-    let spec = WbSpec {
-        capacity_pages: 64,
-        order: OrderKind::Lrw,
-        high_pct: 80.0,
-        low_pct: 20.0,
-        max_destages: 4,
-    };
-    let wb = WriteBack::new(c.clone(), spec, BackupKind::Mirror, Some(Box::new(backup))).unwrap();
+    let wb = WriteBack::new(
+        c.clone(),
+        spec(),
+        BackupKind::Mirror,
+        Some(Box::new(backup)),
+    )
+    .unwrap();
     let new = pattern(2, BLOCK);
     wb.write(lba * BLOCK as u64, &new, false).unwrap();
     model[lba as usize * BLOCK..(lba as usize + 1) * BLOCK].copy_from_slice(&new);
@@ -241,14 +250,7 @@ fn a_full_row_destage_needs_no_partial_parity() {
     let bpu = u64::from(c.geo.blocks_per_stripe_unit());
     let mirror = Arc::new(MemMember::new("mirror", mirror_bytes(SLOTS)));
     let backup = MirrorBackup::create(mirror, UUID, SLOTS, 0).unwrap();
-    let spec = WbSpec {
-        capacity_pages: 64,
-        order: OrderKind::Lrw,
-        high_pct: 80.0,
-        low_pct: 20.0,
-        max_destages: 4,
-    };
-    let wb = WriteBack::new(c, spec, BackupKind::Mirror, Some(Box::new(backup))).unwrap();
+    let wb = WriteBack::new(c, spec(), BackupKind::Mirror, Some(Box::new(backup))).unwrap();
     // The whole row, or whole columns of it: nothing is left to lose.
     assert!(wb
         .partial_parity(&[(1, vec![(per_row, per_row)])])
