@@ -1,0 +1,102 @@
+//! Tests of `setup.rs`: the write-back options, the `wb.json` record and its bad input.
+
+use super::*;
+use proptest::prelude::*;
+
+fn opts(args: (&str, &str, &str, &str, Option<&str>, &str)) -> Result<WbOptions> {
+    let (destage, thresholds, backup, log_mode, log_size, segment) = args;
+    WbOptions::parse(
+        8, destage, thresholds, backup, None, log_mode, log_size, segment,
+    )
+}
+
+#[test]
+fn options_parse_with_defaults_and_name_each_bad_value() {
+    let o = opts(("stow", "80/20", "log", "physical", None, "128KiB")).unwrap();
+    assert_eq!(o.spec.capacity_pages, 2048);
+    assert_eq!((o.spec.high_pct, o.spec.low_pct), (80.0, 20.0));
+    assert_eq!(o.backup, BackupKind::Log { logical: false });
+    assert_eq!(o.log_bytes, 32 << 20, "4x the cache");
+    assert_eq!(o.segment_bytes, 128 << 10);
+    assert_eq!(o.mirror_slots(16), 2 * 2048 + 64 * 16 + 64);
+    assert_eq!(o.mirror_slots(32), 2 * 2048 + 97 * 16 + 64);
+    assert_eq!(o.mirror_slots(1 << 18), 2 * 2048 + 4096 * 16 + 64);
+    for (args, key) in [
+        (
+            ("fifo", "80/20", "mirror", "physical", None, "128KiB"),
+            "--destage",
+        ),
+        (
+            ("stow", "20/80", "mirror", "physical", None, "128KiB"),
+            "--thresholds",
+        ),
+        (
+            ("stow", "80", "mirror", "physical", None, "128KiB"),
+            "--thresholds",
+        ),
+        (
+            ("stow", "80/x", "mirror", "physical", None, "128KiB"),
+            "--thresholds",
+        ),
+        (
+            ("stow", "80/20", "disk", "physical", None, "128KiB"),
+            "--backup",
+        ),
+        (
+            ("stow", "80/20", "log", "both", None, "128KiB"),
+            "--log-mode",
+        ),
+        (
+            ("stow", "80/20", "log", "physical", Some("lots"), "128KiB"),
+            "--log-size",
+        ),
+        (
+            ("stow", "80/20", "log", "physical", None, "4KiB"),
+            "--segment",
+        ),
+    ] {
+        let e = opts(args).unwrap_err().to_string();
+        assert!(e.contains(key), "{e}");
+    }
+    let e = WbOptions::parse(0, "stow", "80/20", "none", None, "physical", None, "128KiB")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--write-cache-mib"), "{e}");
+}
+
+#[test]
+fn records_round_trip_and_bad_ones_name_the_file() {
+    let r = Record {
+        kind: "log-logical".into(),
+        legs: vec![
+            ("d0".into(), 1 << 20, 4 << 20),
+            ("d1".into(), 1 << 20, 4 << 20),
+        ],
+        segment_bytes: 131072,
+    };
+    assert_eq!(
+        Record::parse(&r.to_json().to_string(), "wb.json").unwrap(),
+        r
+    );
+    for bad in [
+        "",
+        "{}",
+        r#"{"kind": "tape", "legs": [{"path": "x", "base": 0, "bytes": 1}]}"#,
+        r#"{"kind": "mirror", "legs": []}"#,
+        r#"{"kind": "mirror", "legs": [{"path": "x"}]}"#,
+    ] {
+        let e = parse_record(bad, "DIR/wb.json").unwrap_err().to_string();
+        assert!(e.contains("DIR/wb.json"), "{e}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn random_bytes_never_panic_the_readers(data in proptest::collection::vec(any::<u8>(), 0..4200), epoch in any::<u64>()) {
+        let _ = super::super::format::Super::decode(&data);
+        let _ = super::super::format::decode_slot_header(&data, epoch);
+        let _ = super::super::format::decode_batch(&data, epoch, 8192);
+        let _ = parse_record(&String::from_utf8_lossy(&data), "wb.json");
+    }
+}
