@@ -198,7 +198,31 @@ impl WriteBack {
             self.room.notify_all();
             return true;
         }
-        let mut released = Vec::new();
+        // The members hold the round durably: its records go first, and only then do its
+        // pages leave the cache. The other order left a moment in which the log's cleaner
+        // (run by any writer's put) found a live record whose page the cache no longer had,
+        // and lost the backup.
+        if let Some(b) = &self.backup {
+            let released: Vec<super::Handle> = {
+                let g = self.lock();
+                round
+                    .iter()
+                    .flat_map(|f| f.runs.iter())
+                    .flat_map(|&(first, n, _)| first..first + n)
+                    .filter_map(|lba| {
+                        let p = g.pages.get(&lba).expect("an in-flight page has a frame");
+                        p.flight.expect("the page was in flight").handle
+                    })
+                    .collect()
+            };
+            b.release_destaged(&released);
+            if !images.is_empty() {
+                if let Err(e) = b.release_images(&images) {
+                    let mut g = self.lock();
+                    self.lose_backup(&mut g, &format!("backup write failed: {e}"));
+                }
+            }
+        }
         {
             let mut g = self.lock();
             for f in round.iter() {
@@ -214,23 +238,11 @@ impl WriteBack {
                             g.pages.remove(&lba);
                         }
                         g.free.push(v.frame);
-                        if let Some(h) = v.handle {
-                            released.push(h);
-                        }
                     }
                 }
                 g.cache.finish_destage(f.d.slot);
             }
             self.room.notify_all();
-        }
-        if let Some(b) = &self.backup {
-            if !images.is_empty() {
-                if let Err(e) = b.release_images(&images) {
-                    let mut g = self.lock();
-                    self.lose_backup(&mut g, &format!("backup write failed: {e}"));
-                }
-            }
-            b.release_destaged(&released);
         }
         let c = &self.counters;
         let ns = |d: std::time::Duration| d.as_nanos() as u64;

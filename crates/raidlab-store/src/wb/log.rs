@@ -333,15 +333,23 @@ impl LogBackup {
                 }
                 // The cache's newest version: never older than the record, so the copy
                 // never brings back an older version after a newer one.
-                let Some((seq, data)) = live
-                    .newest(e.lba)
-                    .filter(|(seq, d)| *seq >= e.seq && d.len() == BLOCK)
-                else {
+                let Some((seq, data)) = live.newest(e.lba) else {
+                    // A superseded version whose newer one is already destaged (the
+                    // destager releases a page's records before the cache lets it go, so
+                    // only such a record outlives its page): the writer that superseded it
+                    // is between its commit and its release. Dropped here, as the writer
+                    // would; a crash replays it, if the scan still finds it, before the
+                    // newer version, which stays in the scan range at least as long.
+                    st.table.release(h);
+                    st.stats.gc_records += 1;
+                    continue;
+                };
+                if seq < e.seq || data.len() != BLOCK {
                     return Err(io::Error::other(format!(
-                        "log cleaner: live record of page {} (seq {}) is not in the cache",
+                        "log cleaner: live record of page {} (seq {}) is newer than the cache's (seq {seq})",
                         e.lba, e.seq
                     )));
-                };
+                }
                 let meta = RecMeta {
                     lba: e.lba,
                     seq,
@@ -415,8 +423,15 @@ impl Backup for LogBackup {
 
     /// Both kinds of release just drop the record: the tail moves in log order, so a
     /// superseded version leaves the scan range before the newer one (written after it).
-    fn release(&self, h: Handle, _superseded: bool) {
+    ///
+    /// A superseded record may be gone already: the cleaner drops one whose page left the
+    /// cache, and a reset drops every record (a writer that lost the race with either
+    /// releases nothing). A destaged record is always live: its page stays cached until then.
+    fn release(&self, h: Handle, superseded: bool) {
         let mut st = self.lock();
+        if superseded && !st.table.is_live(h) {
+            return;
+        }
         st.table.release(h);
         self.advance_tail(&mut st);
     }

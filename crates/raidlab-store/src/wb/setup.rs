@@ -278,7 +278,7 @@ fn open_sized(path: &Path, bytes: u64, create: bool) -> Result<Arc<dyn Member>> 
             .map_err(|e| io_err(path, e))?;
         let len = f.metadata().map_err(|e| io_err(path, e))?.len();
         if len < bytes {
-            f.set_len(bytes).map_err(|e| io_err(path, e))?;
+            fill_zeros(&f, len, bytes).map_err(|e| io_err(path, e))?;
         }
     }
     let m = FileMember::open(&path.display().to_string()).map_err(|e| io_err(path, e))?;
@@ -292,6 +292,24 @@ fn open_sized(path: &Path, bytes: u64, create: bool) -> Result<Arc<dyn Member>> 
         ));
     }
     Ok(Arc::new(m))
+}
+
+/// Write zeros over `from..to` of a new backup file and sync them. A sparse file would take
+/// its blocks at the first write of each, and an fdatasync after that write also commits
+/// the allocation to the file system's journal; written blocks make every later commit a
+/// plain data flush (measured: about a third more depth-1 writes per second with the log on
+/// ext4). It also claims the space now: a full file system fails the set-up with the
+/// file's name, not a backup write later.
+fn fill_zeros(f: &fs::File, from: u64, to: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let zeros = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(zeros.len() as u64) as usize;
+        f.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    f.sync_all()
 }
 
 fn open_legs(rec: &Record, create: bool) -> Result<Vec<Leg>> {

@@ -570,6 +570,19 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         if let Err(e) = dr.join().expect("drain") {
             fail(format!("draining the write cache failed: {e}"));
         }
+        // Only an injected fault may lose the backup: anything else (a cleaner that cannot
+        // find a live record's page, a full log) is the controller's own bug, even though
+        // writing through afterwards keeps the data.
+        let st = w.status();
+        if ctx.cfg.mode.backed()
+            && !ctx.backup_lost.load(std::sync::atomic::Ordering::SeqCst)
+            && st["mode"]["state"] != "backed"
+        {
+            fail(format!(
+                "the backup was lost with no fault injected: {}",
+                st["mode"]
+            ));
+        }
         w.stop();
         d.join().expect("destager");
     }

@@ -136,6 +136,14 @@ impl Table {
         seg
     }
 
+    /// Whether `h` is a live record (a superseded one the cleaner dropped is not).
+    pub fn is_live(&self, h: Handle) -> bool {
+        let (idx, gen) = split(h);
+        self.entries
+            .get(idx)
+            .is_some_and(|e| e.live && e.gen == gen)
+    }
+
     fn unplace(&mut self, seg: usize) {
         let s = &mut self.segs[seg];
         assert!(
