@@ -81,9 +81,13 @@ pub trait Backup: Send + Sync {
             self.release(h, false);
         }
     }
-    /// Release images (and plan and partial-parity records) after their destage completed,
-    /// durably: a stale image must be gone before a newer version of its page can be
-    /// dropped, and a plan before the next destage changes the pages it describes.
+    /// Release images (and plan and partial-parity records) after their destage completed:
+    /// their voiding is written now and made durable by the next commit, without a sync
+    /// of its own. That is soon enough: a stale image must be gone before a newer version of
+    /// its page can be dropped (a drop becomes durable only with a later sync), and a plan
+    /// before the next destage changes the pages it describes (every destage that rewrites
+    /// part of a row commits its own plan first; one that rewrites whole rows replays whole
+    /// from its records, which stay live until it is on the members).
     fn release_images(&self, hs: &[Handle]) -> io::Result<()>;
     /// Every record of the current epoch.
     fn scan(&self) -> io::Result<Scan>;

@@ -20,7 +20,8 @@
 //!   that segment's previous lap (written lazily, just before the wrap), and that superblock
 //!   is written only after every batch written so far is synced (the cleaner's copies must be
 //!   durable before their originals can go);
-//! - a released image is voided in place, durably, before `release_images` returns (see it).
+//! - a released image is voided in place before `release_images` returns, durably at the
+//!   next commit (see it and `Backup::release_images`).
 
 use crate::sync::{Mutex, MutexGuard};
 use std::io;
@@ -480,8 +481,8 @@ impl Backup for LogBackup {
                 st.stats.bytes_written += BLOCK64;
             }
         }
-        // Writes the staged batch and syncs every leg marked above.
-        self.commit()?;
+        // The voids are synced by the next commit (the legs are marked above), and the tail
+        // cannot pass them durably before: `persist_tail` syncs the marked legs first.
         let mut st = self.lock();
         for &h in hs {
             st.table.release(h);

@@ -308,12 +308,13 @@ impl Backup for MirrorBackup {
         }
     }
 
+    /// The clears are synced by the next commit (the next round's, before it writes the
+    /// members) or the next `release_destaged`, whichever comes first.
     fn release_images(&self, hs: &[Handle]) -> io::Result<()> {
         let mut st = self.lock();
         for &h in hs {
             self.release_locked(&mut st, h);
         }
-        self.sync_locked(&mut st);
         match &st.failed {
             Some(e) => Err(io::Error::other(e.clone())),
             None => Ok(()),

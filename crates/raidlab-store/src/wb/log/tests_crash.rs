@@ -123,6 +123,8 @@ impl Run {
             .unwrap();
         self.commit();
         self.log.release_images(&[h]).unwrap();
+        // The void is durable with the next commit.
+        self.commit();
         self.promise.voided.push(seq);
         self.ack();
     }
