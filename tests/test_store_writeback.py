@@ -129,6 +129,8 @@ def test_dirty_pages_survive_a_member_failure(tmp_path: Path, store_servers: Ser
         (["--write-cache-mib", "8", "--backup", "tape"], ["--backup", "tape", "mirror"]),
         (["--write-cache-mib", "8", "--backup", "log", "--log-mode", "sideways"], ["--log-mode", "sideways"]),
         (["--write-cache-mib", "8", "--segment", "3KiB"], ["--segment"]),
+        (["--write-cache-mib", "8", "--max-destages", "0"], ["--max-destages", "1 to 256"]),
+        (["--write-cache-mib", "8", "--max-destages", "257"], ["--max-destages", "257"]),
         (["--write-cache-mib", "8", "--backup", "log", "--log-size", "1MiB"], ["--log-size", "too small", "wb-log.img"]),
     ],
 )

@@ -95,6 +95,7 @@ def serve(
     write_cache_mib: int | None = None,
     destage: str = "stow",
     thresholds: str = "80/20",
+    max_destages: int = 16,
     backup: str = "mirror",
     backup_path: str | None = None,
     log_mode: str = "physical",

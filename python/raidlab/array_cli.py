@@ -175,6 +175,7 @@ def _serve(args: argparse.Namespace) -> int:
                 write_cache_mib=args.write_cache_mib,
                 destage=args.destage,
                 thresholds=args.thresholds,
+                max_destages=args.max_destages,
                 backup=args.backup,
                 backup_path=args.backup_path,
                 log_mode=args.log_mode,
@@ -566,6 +567,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     w.add_argument("--write-cache-mib", type=mib_size, default=None, help="write-back cache size: MiB, or with a unit such as 256MiB (default: none, writes go to the members)")
     w.add_argument("--destage", default="stow", help="destage order: lrw, cscan, wow or stow (default)")
     w.add_argument("--thresholds", default="80/20", metavar="H/L", help="linear-threshold destage rate, percent of the cache (default 80/20)")
+    w.add_argument("--max-destages", type=int, default=16, metavar="N", help="most destages in flight, one round's groups (default 16; the simulator's write_cache.max_destages)")
     w.add_argument("--backup", default="mirror", help="second copy of dirty pages: mirror (default), log (RAPID-Cache) or none (volatile)")
     w.add_argument("--backup-path", default=None, help="mirror or physical log file (default DIR/wb-mirror.img or DIR/wb-log.img)")
     w.add_argument("--log-mode", default="physical", help="physical (a log file of its own) or logical (a partition past each member's data)")

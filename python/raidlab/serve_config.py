@@ -39,6 +39,7 @@ KEYS: dict[str, tuple[str, tuple[type, ...], str]] = {
     "write-cache-mib": ("write_cache_mib", (int, str), 'MiB as an integer, or a size such as "256MiB"'),
     "destage": ("destage", (str,), 'a destage order such as "stow"'),
     "thresholds": ("thresholds", (str,), 'a string such as "80/20"'),
+    "max-destages": ("max_destages", (int,), "an integer from 1 to 256"),
     "backup": ("backup", (str,), '"mirror", "log" or "none"'),
     "backup-path": ("backup_path", (str,), "a path"),
     "rebuild-order": ("rebuild_order", (str,), '"sequential" or "pro"'),

@@ -169,6 +169,8 @@ def serve_args(tree: dict[str, Any]) -> list[str]:
         if rate != "linear":
             raise _error(f"{tree.get('name')}: the store destages at the linear rate only (set write_cache.rate)", "write_cache.rate")
         args += ["--thresholds", f"{int(wc.get('high', 80))}/{int(wc.get('low', 20))}"]
+        if "max_destages" in wc:
+            args += ["--max-destages", str(int(wc["max_destages"]))]
         backup = tree.get("backup", {}).get("kind", "dual")
         if backup == "dual":
             args += ["--backup", "mirror"]

@@ -374,6 +374,7 @@ impl WriteBack {
             "failure": g.failed,
             "order": self.spec.order.name(),
             "thresholds_pct": [self.spec.high_pct, self.spec.low_pct],
+            "max_destages": self.spec.max_destages,
             "capacity_pages": g.cache.capacity(),
             "group_pages": g.cache.group_pages(),
             "occupied_pages": g.cache.occupied(),

@@ -45,6 +45,8 @@ pub struct WbOptions {
 
 /// Largest write cache in MiB (frames are allocated up front).
 pub const WRITE_CACHE_MIB_MAX: u64 = 64 << 10;
+/// Most destages one round may hold (each one row's pages in the round buffer).
+pub const MAX_DESTAGES_MAX: u32 = 256;
 
 impl WbOptions {
     /// Build from the command line's values; each bad value names its option.
@@ -137,6 +139,19 @@ impl WbOptions {
             log_bytes,
             segment_bytes,
         })
+    }
+
+    /// At most `n` destages in flight (one destage round's groups), the simulator's
+    /// `write_cache.max_destages`: 1 to `MAX_DESTAGES_MAX`.
+    pub fn with_max_destages(mut self, n: u32) -> Result<WbOptions> {
+        if n == 0 || n > MAX_DESTAGES_MAX {
+            return Err(Error::config(
+                "--max-destages",
+                format!("expected 1 to {MAX_DESTAGES_MAX}, got {n}"),
+            ));
+        }
+        self.spec.max_destages = n;
+        Ok(self)
     }
 
     /// Mirror slots: two versions of every cached page (a rewrite holds both until the

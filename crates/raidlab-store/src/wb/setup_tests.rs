@@ -62,6 +62,20 @@ fn options_parse_with_defaults_and_name_each_bad_value() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("--write-cache-mib"), "{e}");
+    let ok =
+        WbOptions::parse(8, "stow", "80/20", "none", None, "physical", None, "128KiB").unwrap();
+    assert_eq!(ok.spec.max_destages, 16, "the default");
+    assert_eq!(
+        ok.clone().with_max_destages(20).unwrap().spec.max_destages,
+        20
+    );
+    for n in [0, MAX_DESTAGES_MAX + 1] {
+        let e = ok.clone().with_max_destages(n).unwrap_err().to_string();
+        assert!(
+            e.contains("--max-destages") && e.contains(&n.to_string()),
+            "{e}"
+        );
+    }
 }
 
 #[test]
