@@ -295,6 +295,19 @@ fn gc_copies_live_records_from_the_cache_and_frees_segments() {
     );
 }
 
+/// Page 10 rewritten `n` times (versions 5..), each commit releasing the version before:
+/// hot garbage that moves the head on until the cleaner runs.
+fn rewrite_hot(log: &LogBackup, cache: &mut Cache, n: u64) {
+    let mut prev = None;
+    for i in 0..n {
+        let h = cache.write(log, 10, 5 + i).unwrap();
+        log.commit().unwrap();
+        if let Some(p) = prev.replace(h) {
+            log.release(p, true);
+        }
+    }
+}
+
 #[test]
 fn gc_copies_carry_the_cache_s_newest_version() {
     let (_, legs) = physical(8);
@@ -304,14 +317,7 @@ fn gc_copies_carry_the_cache_s_newest_version() {
     log.commit().unwrap();
     // Page 0's version 2 is in the cache but not yet in the log when the cleaner runs.
     cache.0.insert(0, (2, page(0, 2)));
-    let mut prev = None;
-    for i in 0..13 {
-        let h = cache.write(&log, 10, 5 + i).unwrap();
-        log.commit().unwrap();
-        if let Some(p) = prev.replace(h) {
-            log.release(p, true);
-        }
-    }
+    rewrite_hot(&log, &mut cache, 13);
     assert_eq!(log.stats().gc_records, 1);
     let scan = log.scan().unwrap();
     let zero: Vec<_> = scan.records.iter().filter(|f| f.meta.lba == 0).collect();
@@ -336,14 +342,7 @@ fn gc_drops_a_superseded_record_whose_page_left_the_cache() {
     log.release_destaged(&[newer]);
     cache.0.remove(&0);
     // A hot page fills the log until the cleaner reaches version 1's segment.
-    let mut prev = None;
-    for i in 0..12 {
-        let h = cache.write(&log, 10, 5 + i).unwrap();
-        log.commit().unwrap();
-        if let Some(p) = prev.replace(h) {
-            log.release(p, true);
-        }
-    }
+    rewrite_hot(&log, &mut cache, 12);
     let st = log.stats();
     assert!(st.gc_segments >= 1, "{st:?}");
     assert!(!log.lock().table.is_live(old), "the cleaner dropped it");
