@@ -354,6 +354,16 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
     m["store_service_us_mean"] = sum(t["service_us_mean"] for t in timed) / len(timed) if timed else math.nan
     m["store_wait_us_mean"] = sum(t["wait_us_mean"] for t in timed) / len(timed) if timed else math.nan
     wc = final.get("write_cache") or {}
+    # The cells inject no cache failure (a `fail_cache` event is refused), so a backup that is
+    # not in use at the end was lost by the store itself: the cell measured write-through
+    # time, not the set-up. Refused rather than reported.
+    state = (wc.get("mode") or {}).get("state", "backed") if wc.get("backup") not in (None, "none") else "backed"
+    if state != "backed":
+        raise _error(
+            f"the store's write-cache backup was lost during the cell ({wc['mode'].get('why', state)}); its numbers would be write-through time",
+            "write_cache",
+        )
+    m["store_write_through_pages"] = wc.get("write_through_pages", 0)
     for k in ("destages", "full_stripe_destages"):
         if k in wc:
             m[f"store_{k}"] = wc[k]
