@@ -20,7 +20,7 @@ const ROUND_BYTES_MAX: usize = 16 << 20;
 const PROBE_EVERY: Duration = Duration::from_secs(5);
 
 /// The least time between the starts of two rounds the rate holds below its maximum.
-const ROUND_GAP: Duration = Duration::from_millis(2);
+const ROUND_GAP: Duration = Duration::from_millis(10);
 /// Bound on the waits of one `pace` (each wakes at a notification or the deadline).
 const PACE_WAITS_MAX: u32 = 1_000;
 
@@ -61,8 +61,11 @@ impl WriteBack {
             let t0 = Instant::now();
             match self.destage_round(&mut buf, &mut round, false, true) {
                 Round::Idle => self.lost_backup_step(&mut last_probe),
-                Round::Ran { limited: true } => self.pace(ROUND_GAP.saturating_sub(t0.elapsed())),
-                Round::Ran { limited: false } => {}
+                // Slow members (a disk's, a disk-timed member's) make a round long anyway.
+                Round::Ran { limited: true } if !self.ctl.fan_out(0..self.ctl.shape().disks) => {
+                    self.pace(ROUND_GAP.saturating_sub(t0.elapsed()))
+                }
+                Round::Ran { .. } => {}
             }
         }
     }
@@ -73,7 +76,8 @@ impl WriteBack {
     /// (a backup commit for its partial parities, a sync of every member it wrote, the
     /// release): started back to back at a low rate, rounds of one small group each paid
     /// them ~1,600 times a second at depth 1 and took the disk's flushes from the writers.
-    /// A disk-timed member's round takes longer than the gap, so it never waits.
+    /// Not called when the members are slow (their mean operation at or above
+    /// `fanout::SLOW_NS_MIN`, as for disk-timed members): a round is then long anyway.
     fn pace(&self, gap: Duration) {
         if gap.is_zero() {
             return;
