@@ -16,6 +16,8 @@
 
 #[path = "sched/actors.rs"]
 mod actors;
+#[path = "sched/fixture.rs"]
+mod fixture;
 #[path = "sched/kernels.rs"]
 mod kernels;
 #[path = "sched/recover.rs"]

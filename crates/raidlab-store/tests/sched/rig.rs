@@ -7,28 +7,30 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
 use std::sync::Mutex as StdMutex;
 
-use raidlab::array::{Layout, Level};
+use raidlab::array::Level;
 use raidlab_store::crash::{self, CrashState, Event, Materialiser, RecordingMember, SharedJournal};
 use raidlab_store::ctrl::column::BLOCK;
 use raidlab_store::ctrl::{Controller, IoFail, Options};
-use raidlab_store::format::{self, CreateSpec};
+use raidlab_store::format;
 use raidlab_store::member::{FaultMember, FileMember, Member};
 use raidlab_store::model::{Model, OpKind};
 use raidlab_store::sync::{self, thread, Arc};
 use raidlab_store::wb::backup::Backup;
 use raidlab_store::wb::log::LogBackup;
-use raidlab_store::wb::mirror::{mirror_bytes, MirrorBackup};
+use raidlab_store::wb::mirror::MirrorBackup;
 use raidlab_store::wb::{BackupKind, WbSpec, WriteBack};
 
 pub const CHUNK: u64 = 16 << 10;
 pub const ROWS: u64 = 8;
 const CACHE_PAGES: u64 = 48;
-const MIRROR_SLOTS: u64 = 2 * CACHE_PAGES + 32;
-const LOG_SEGMENT: u64 = 64 << 10;
-const BACKUP_FILE: u64 = 1 << 20;
+pub(crate) const MIRROR_SLOTS: u64 = 2 * CACHE_PAGES + 32;
+pub(crate) const LOG_SEGMENT: u64 = 64 << 10;
+pub(crate) const BACKUP_FILE: u64 = 1 << 20;
+
+pub(crate) use crate::fixture::write_record;
+pub use crate::fixture::{fixture, Fixture};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -97,96 +99,12 @@ impl Cfg {
     }
 }
 
-/// A scratch directory, removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The array made once per configuration: its files, the images every run starts from,
-/// and the write cache's backup file (recorded in `wb.json` for recovery).
-pub struct Fixture {
-    pub dir: Scratch,
-    pub paths: Vec<PathBuf>,
-    pub extents: Vec<Vec<(u64, u64)>>,
-    pub base: Materialiser,
-    pub members: Vec<PathBuf>,
-    pub backup: PathBuf,
-    pub backup_bytes: u64,
-}
-
 fn none_state() -> CrashState {
     CrashState {
         cut: 0,
         landed: Vec::new(),
         kind: "none",
     }
-}
-
-pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
-    let dir = std::env::temp_dir().join(format!("raidlab-sched-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let dir = Scratch(dir);
-    let created = format::create(&CreateSpec {
-        dir: dir.0.clone(),
-        name: "sched".into(),
-        level: cfg.level,
-        layout: Layout::LeftSymmetric,
-        disks: cfg.disks,
-        chunk_bytes: CHUNK,
-        member_data_bytes: ROWS * CHUNK,
-        spares: 2,
-        members: None,
-        force: false,
-    })
-    .expect("create the array");
-    let data0 = created.shape.data_offset_bytes;
-    let data1 = data0 + created.shape.member_data_bytes;
-    let backup = dir.0.join("wb-backup.img");
-    std::fs::File::create(&backup)
-        .and_then(|f| f.set_len(BACKUP_FILE))
-        .expect("backup file");
-    let backup_bytes = match cfg.mode {
-        Mode::Log => BACKUP_FILE - (64 << 10),
-        _ => mirror_bytes(MIRROR_SLOTS),
-    };
-    write_record(&dir.0, cfg.mode, &backup, backup_bytes);
-    let mut paths: Vec<PathBuf> = created.members.clone();
-    paths.extend(created.spares.iter().cloned());
-    let mut extents = vec![vec![(0, 16 << 10), (data0, data1)]; paths.len()];
-    paths.push(backup.clone());
-    extents.push(vec![(0, backup_bytes)]);
-    let base = Materialiser::capture_each(paths.clone(), extents.clone()).expect("images");
-    Fixture {
-        dir,
-        paths,
-        extents,
-        base,
-        members: created.members,
-        backup,
-        backup_bytes,
-    }
-}
-
-/// Record the backup in `wb.json` as `serve` does before its first cached write (a
-/// recovery retires it, so each crash state gets it afresh).
-pub(crate) fn write_record(
-    dir: &std::path::Path,
-    mode: Mode,
-    backup: &std::path::Path,
-    bytes: u64,
-) {
-    let legs = vec![(backup.to_string_lossy().into_owned(), 0, bytes)];
-    match mode {
-        Mode::Mirror => raidlab_store::wb::setup::write_record(dir, "mirror", &legs, 0),
-        Mode::Log => raidlab_store::wb::setup::write_record(dir, "log", &legs, LOG_SEGMENT),
-        _ => Ok(()),
-    }
-    .expect("wb.json");
 }
 
 /// What a run saw (summed over runs by the caller).
