@@ -41,6 +41,8 @@ mod tests;
 #[cfg(test)]
 mod tests_crash;
 #[cfg(test)]
+mod tests_gc;
+#[cfg(test)]
 mod tests_prop;
 
 pub use geometry::Leg;

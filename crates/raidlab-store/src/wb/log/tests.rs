@@ -297,7 +297,7 @@ fn gc_copies_live_records_from_the_cache_and_frees_segments() {
 
 /// Page 10 rewritten `n` times (versions 5..), each commit releasing the version before:
 /// hot garbage that moves the head on until the cleaner runs.
-fn rewrite_hot(log: &LogBackup, cache: &mut Cache, n: u64) {
+pub(super) fn rewrite_hot(log: &LogBackup, cache: &mut Cache, n: u64) {
     let mut prev = None;
     for i in 0..n {
         let h = cache.write(log, 10, 5 + i).unwrap();
@@ -326,42 +326,6 @@ fn gc_copies_carry_the_cache_s_newest_version() {
     // The handle now names the copy.
     log.release(cold, true);
     assert_eq!(log.stats().live, 1);
-}
-
-#[test]
-fn gc_drops_a_superseded_record_whose_page_left_the_cache() {
-    let (_, legs) = physical(8);
-    let log = LogBackup::create(legs.clone(), UUID, SEG, 8).unwrap();
-    let mut cache = Cache::default();
-    // Page 0, version 1, superseded by version 2; version 2 is destaged (released) and the
-    // page leaves the cache, while the writer has yet to release version 1.
-    let old = cache.write(&log, 0, 1).unwrap();
-    log.commit().unwrap();
-    let newer = cache.write(&log, 0, 2).unwrap();
-    log.commit().unwrap();
-    log.release_destaged(&[newer]);
-    cache.0.remove(&0);
-    // A hot page fills the log until the cleaner reaches version 1's segment.
-    rewrite_hot(&log, &mut cache, 12);
-    let st = log.stats();
-    assert!(st.gc_segments >= 1, "{st:?}");
-    assert!(!log.lock().table.is_live(old), "the cleaner dropped it");
-    assert!(seqs(&log.scan().unwrap()).iter().all(|&(lba, _)| lba == 10));
-    // The writer's late release of it is a no-op, not a double release.
-    log.release(old, true);
-    assert_eq!(log.stats().live, 1);
-}
-
-#[test]
-#[should_panic(expected = "is not live")]
-fn a_destaged_record_released_twice_is_a_caller_bug() {
-    let (_, legs) = physical(8);
-    let log = LogBackup::create(legs, UUID, SEG, 8).unwrap();
-    let mut cache = Cache::default();
-    let h = cache.write(&log, 0, 1).unwrap();
-    log.commit().unwrap();
-    log.release_destaged(&[h]);
-    log.release_destaged(&[h]);
 }
 
 #[test]
