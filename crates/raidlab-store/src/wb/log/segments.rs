@@ -114,13 +114,8 @@ impl Table {
 
     /// The live record `h`. Panics on a released or unknown handle (a caller bug).
     pub fn entry(&self, h: Handle) -> Entry {
-        let (idx, gen) = split(h);
-        let e = self.entries.get(idx).copied();
-        assert!(
-            e.is_some_and(|e| e.live && e.gen == gen),
-            "log handle {h:#x} is not live"
-        );
-        e.expect("checked")
+        assert!(self.is_live(h), "log handle {h:#x} is not live");
+        self.entries[split(h).0]
     }
 
     /// Drop record `h`; returns its segment.
