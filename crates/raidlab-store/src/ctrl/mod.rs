@@ -24,6 +24,7 @@ mod missing;
 mod ops;
 pub mod readd;
 pub mod rebuild;
+mod rebuild_run;
 pub mod status;
 pub mod sync;
 
@@ -575,6 +576,8 @@ impl Controller {
 
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod rebuild_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 /// Deterministic test bytes, shared by the store's tests.

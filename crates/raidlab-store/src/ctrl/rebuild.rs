@@ -2,23 +2,20 @@
 //!
 //! The order (`raidlab::rebuild::Order`: sequential, or PRO fed with the live user reads of
 //! the failed member) hands out units (rows); the md-style `Throttle` paces them against a
-//! real monotonic clock. Each unit is rebuilt under its row lock: the survivors the level
-//! needs are read, the lost unit is solved and written to the replacement, and only then is
-//! the row marked rebuilt, after which the planner reads and writes it on the replacement.
+//! real monotonic clock. Consecutive units the order hands out are rebuilt as a run under
+//! their row locks (`rebuild_run.rs`): the survivors the level needs are read, the lost units
+//! are solved and written to the replacement, and only then are the rows marked rebuilt,
+//! after which the planner reads and writes them on the replacement.
 //! Progress is checkpointed in the superblocks (the lowest unit not yet rebuilt) so a restart
 //! resumes; units above the checkpoint are simply rebuilt again.
 
 use crate::sync::Instant;
-use crate::sync::{Arc, Ordering};
+use crate::sync::Ordering;
 use std::time::Duration;
 
-use raidlab::array::{Level, Role};
-use raidlab::rebuild::{reads_for, Gate, Order, Throttle};
+use raidlab::rebuild::{Gate, Order, Throttle};
 
-use super::column::BLOCK;
-use super::{fanout, Controller, Fault};
-use crate::member::Member;
-use crate::parity;
+use super::Controller;
 
 /// Distinct ids of rebuild jobs.
 static JOB_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -37,8 +34,10 @@ pub struct Job {
     pub started: Instant,
     pub units: u64,
     pub last_checkpoint: Instant,
-    /// Units handed out and not yet rebuilt (one per rebuild thread at most).
+    /// Runs handed out and not yet rebuilt (one per rebuild thread at most).
     pub in_flight: u32,
+    /// A unit the order handed out that did not extend the last run: the next run's first.
+    pub pending: Option<u64>,
     /// Tells a finishing unit whether its job is still the current one.
     pub id: u64,
     /// Units handed out by this job (what the rate limit charges).
@@ -107,6 +106,7 @@ impl Controller {
             units,
             last_checkpoint: Instant::now(),
             in_flight: 0,
+            pending: None,
             id: JOB_IDS.fetch_add(1, Ordering::Relaxed),
             handed: 0,
             trusted: 0,
@@ -227,15 +227,19 @@ impl Controller {
         })
     }
 
-    /// Rebuild up to `units_max` units. Returns `Some(wait)` when rate control asks to wait
-    /// (or another thread still holds the last units), `None` when there is nothing more to
-    /// do right now. Several threads may call it at once.
+    /// Rebuild up to `units_max` units, in runs of consecutive units the order hands out
+    /// (`rebuild_run`). Returns `Some(wait)` when rate control asks to wait (or another
+    /// thread still holds the last units), `None` when there is nothing more to do right
+    /// now. Several threads may call it at once.
     pub fn rebuild_step(&self, units_max: u32) -> Option<Duration> {
-        for _ in 0..units_max {
+        let run_max = self.run_units_max();
+        let mut units_left = units_max;
+        // Bounded: every pass hands out at least one unit of `units_max`, or returns.
+        while units_left > 0 {
             if self.stopping() {
                 return None;
             }
-            let (slot, unit, id) = {
+            let (slot, first, count, id) = {
                 let mut guard = self.rebuild.lock().ok()?;
                 let j = guard.as_mut()?;
                 let now_ns = j.started.elapsed().as_nanos() as u64;
@@ -247,11 +251,11 @@ impl Controller {
                             .min(Duration::from_millis(100)),
                     );
                 }
-                match j.order.next_unit() {
-                    Some(u) => {
+                match j.next_run(run_max.min(units_left)) {
+                    Some((first, count)) => {
                         j.in_flight += 1;
-                        j.handed += 1;
-                        (j.slot, u, j.id)
+                        j.handed += u64::from(count);
+                        (j.slot, first, count, j.id)
                     }
                     // Another thread is finishing the last units: let it.
                     None if j.in_flight > 0 => return Some(Duration::from_millis(1)),
@@ -265,14 +269,15 @@ impl Controller {
                     }
                 }
             };
-            let result = self.rebuild_unit(slot, unit, id);
+            units_left -= count;
+            let result = self.rebuild_run(slot, first, count, id);
             let checkpoint_due = {
                 let mut guard = self.rebuild.lock().ok()?;
                 match guard.as_mut() {
                     Some(j) if j.id == id => {
                         j.in_flight -= 1;
-                        if matches!(result, Ok(true)) {
-                            j.rebuilt_rows += 1;
+                        if let Ok(rows) = result {
+                            j.rebuilt_rows += rows;
                         }
                         let due = j.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
                         if due {
@@ -286,7 +291,7 @@ impl Controller {
             if let Err(f) = result {
                 // A survivor (or the replacement) failed: fail that device, if it is still in
                 // its slot; the job is dropped if the replacement failed or the array cannot
-                // go on. Otherwise the unit stays unrebuilt, and when the order runs out
+                // go on. Otherwise the units stay unrebuilt, and when the order runs out
                 // `finish_rebuild_of` starts a fresh pass over the units left.
                 let _ = self.fail_device(&f, "I/O error during rebuild");
                 return None;
@@ -353,128 +358,36 @@ impl Controller {
     }
 
     /// Whether rebuild job `job` is still the one running.
-    fn job_is(&self, job: u64) -> bool {
+    pub(super) fn job_is(&self, job: u64) -> bool {
         self.rebuild
             .lock()
             .map(|j| j.as_ref().is_some_and(|j| j.id == job))
             .unwrap_or(false)
     }
-
-    /// Rebuild one unit (row) of `slot` for rebuild job `job`. `Err` names the device whose
-    /// read or write failed.
-    ///
-    /// The state is read, the lock released, the unit solved and written, and only then is
-    /// the row marked rebuilt; by then the job may have ended and another started onto a
-    /// new replacement in the same slot (the first one failed). So the unit is tagged with
-    /// its job and its target device, and marked only if both are still current: otherwise
-    /// the new replacement's map would call the row rebuilt without holding its data.
-    /// `Ok(true)` when the unit was solved, written and marked rebuilt.
-    pub(crate) fn rebuild_unit(&self, slot: u32, unit: u64, job: u64) -> Result<bool, Fault> {
-        let _row = self.locks.lock_row(unit);
-        let (reads, devs, target, role) = {
-            let st = self.read_state();
-            let Some(map) = st.array.rebuilding(slot) else {
-                return Ok(false);
-            };
-            if map.get(unit) || !self.job_is(job) {
-                return Ok(false);
-            }
-            let n = self.geo.disks();
-            let reads: Vec<u32> = (0..n)
-                .filter(|&d| {
-                    reads_for(
-                        &self.geo,
-                        |x| x != slot && st.array.lost(x, unit),
-                        slot,
-                        unit,
-                        d,
-                    )
-                })
-                .collect();
-            let devs: Vec<Option<Arc<dyn Member>>> =
-                reads.iter().map(|&d| st.devs[d as usize].clone()).collect();
-            (
-                reads,
-                devs,
-                st.devs[slot as usize].clone(),
-                self.geo.role(unit, slot),
-            )
-        };
-        let bpu = self.geo.blocks_per_stripe_unit() as usize;
-        let block = self.geo.row_block(unit);
-        let unit_bytes = bpu * BLOCK;
-        // Row members in slot order (data, P, Q); the survivors are read into their places
-        // and the rest solved in place, so the rebuilt unit is written from where it lands.
-        let mut order: Vec<u32> = Vec::with_capacity(self.geo.disks() as usize);
-        let target_at = match self.geo.level() {
-            Level::Raid0 => return Ok(false),
-            Level::Raid1 | Level::Raid10 => {
-                order.push(reads[0]);
-                order.push(slot);
-                1
-            }
-            Level::Raid5 | Level::Raid6 => {
-                let ndata = self.geo.data_disks() as usize;
-                let par = self.geo.parity_disks(unit);
-                // Data in Q's syndrome order (md's), then P, then Q.
-                order.extend((0..ndata as u32).map(|i| self.geo.syndrome_disk(unit, i)));
-                order.extend(par.p);
-                order.extend(par.q);
-                match role {
-                    Role::Data(_) => order.iter().position(|&d| d == slot).unwrap_or(0),
-                    Role::P => ndata,
-                    Role::Q => ndata + 1,
-                }
-            }
-        };
-        UNIT_BUFS.with(|cell| -> Result<(), Fault> {
-            let mut bufs = cell.borrow_mut();
-            bufs.resize(order.len() * unit_bytes, 0);
-            let mut chunks: Vec<&mut [u8]> = bufs.chunks_mut(unit_bytes).collect();
-            let mut missing: Vec<usize> = Vec::with_capacity(3);
-            // The survivors' reads go out together on slow members (as a degraded read's
-            // do), so a unit costs one read's time, not one per survivor.
-            let mut jobs: Vec<SurvivorRead> = Vec::with_capacity(reads.len());
-            for (i, (d, c)) in order.iter().zip(chunks.iter_mut()).enumerate() {
-                match reads.iter().position(|r| r == d) {
-                    Some(at) => jobs.push((*d, devs[at].clone(), &mut **c)),
-                    None => missing.push(i),
-                }
-            }
-            let parallel = self.fan_out(reads.iter().copied());
-            fanout::each(parallel, jobs, |(d, dev, buf)| {
-                self.member_read(d, dev, block, buf)
-            })
-            .into_iter()
-            .collect::<Result<(), Fault>>()?;
-            if matches!(self.geo.level(), Level::Raid5 | Level::Raid6) {
-                parity::reconstruct(self.geo.data_disks() as usize, &mut chunks, &missing);
-            } else {
-                let (src, dst) = chunks.split_at_mut(1);
-                dst[0].copy_from_slice(src[0]);
-            }
-            // The replacement failed: failing it drops it and the job.
-            self.member_write(slot, target.as_ref(), block, chunks[target_at])
-        })?;
-        let mut st = self.write_state();
-        let same_target = match (&st.devs[slot as usize], &target) {
-            (Some(now), Some(t)) => Arc::ptr_eq(now, t),
-            _ => false,
-        };
-        if same_target && st.array.rebuilding(slot).is_some() && self.job_is(job) {
-            st.array.mark_rebuilt(slot, unit);
-            return Ok(true);
-        }
-        Ok(false)
-    }
 }
 
-/// A survivor's read for a rebuild: its slot, device and where its unit lands.
-type SurvivorRead<'a> = (u32, Option<Arc<dyn Member>>, &'a mut [u8]);
-
-crate::sync::thread_local! {
-    /// One row's units for a rebuild thread (reused: no allocation per unit).
-    static UNIT_BUFS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+impl Job {
+    /// The next run: up to `max` consecutive units in the order's sequence, as `(first,
+    /// count)`; `None` when the order has handed out every unit. A unit that does not
+    /// follow the run is kept for the next one, so the order's sequence is kept.
+    fn next_run(&mut self, max: u32) -> Option<(u64, u32)> {
+        let first = match self.pending.take() {
+            Some(u) => u,
+            None => self.order.next_unit()?,
+        };
+        let mut count = 1u32;
+        while count < max {
+            match self.order.next_unit() {
+                Some(u) if u == first + u64::from(count) => count += 1,
+                Some(u) => {
+                    self.pending = Some(u);
+                    break;
+                }
+                None => break,
+            }
+        }
+        Some((first, count))
+    }
 }
 
 /// The slot whose rebuild the order finished (the only rebuilding one).

@@ -10,7 +10,7 @@ use crate::member::{MemMember, Member};
 use std::sync::atomic::Ordering;
 
 pub(crate) const CHUNK: u64 = 16 * 1024;
-const OFFSET: u64 = 64 * 1024;
+pub(crate) const OFFSET: u64 = 64 * 1024;
 
 /// A metadata sink that keeps the last snapshot (a restart builds from it).
 #[derive(Default)]
