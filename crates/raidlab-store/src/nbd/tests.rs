@@ -279,3 +279,4 @@ mod protocol;
 #[cfg(feature = "tls-psk")]
 mod psk;
 mod tls;
+mod tls_handshake;
