@@ -22,8 +22,11 @@
 //!
 //! **Model time** is the real time in nanoseconds since the member was made
 //! (`Instant`, `CLOCK_MONOTONIC` on Linux), read under the member's lock so that it never
-//! decreases: an idle disk's platters keep turning, and an operation that completes late
-//! (a sleep that overslept, a slow inner member) pushes the next start to the real time.
+//! decreases: an idle disk's platters keep turning. A completion is given to the device at
+//! the operation's model time, not when its caller got back (a sleep that overslept, a slow
+//! inner member): the queued operation after it starts then, as in the drive's own queue, so
+//! a queued sequential stream keeps its sectors in reach instead of losing nearly a turn per
+//! operation to the caller's lateness. The lateness is counted (`late_us_mean`).
 //!
 //! **Bounded.** At most `bound` operations are present (queued or in service) at once; a
 //! caller that finds the member full waits for room before it is queued (and its arrival
@@ -129,6 +132,9 @@ struct State {
     grants: Vec<Option<Grant>>,
     /// Model time last read (never decreases).
     last_ns: u64,
+    /// The time of the device's last event (a submission or a completion), which may lag
+    /// `last_ns`: completions are given to the device at their model time.
+    device_ns: u64,
     ops: u64,
     service_ns: u128,
     wait_ns: u128,
@@ -186,6 +192,7 @@ impl TimedMember {
                 free: (0..bound).rev().collect(),
                 grants: vec![None; bound as usize],
                 last_ns: 0,
+                device_ns: 0,
                 ops: 0,
                 service_ns: 0,
                 wait_ns: 0,
@@ -225,6 +232,7 @@ impl TimedMember {
     pub fn status(&self) -> TimingStatus {
         let mut st = self.lock();
         let now = self.now_ns(&mut st);
+        st.device_ns = now;
         let device = st.device.stats(now);
         let mean = |sum: u128| {
             if st.ops == 0 {
@@ -305,6 +313,7 @@ impl TimedMember {
             sector,
             sectors,
         };
+        st.device_ns = arrival_ns;
         st.device.submit(arrival_ns, dio, class, token);
         self.start_ready(&mut st, arrival_ns);
         let grant = loop {
@@ -324,7 +333,14 @@ impl TimedMember {
         self.sleep_until(grant.done_ns);
         let mut st = self.lock();
         let now = self.now_ns(&mut st);
-        st.device.complete(now, token);
+        // The disk finished at its model time, whenever its caller got here: the next
+        // queued operation starts then, as a drive's own queue would start it. Starting it
+        // at the caller's (late) real time would make a sequential stream miss its sector
+        // and wait nearly a turn per operation. No earlier than the device's last event, so
+        // the device's time never goes back.
+        let done = grant.done_ns.max(st.device_ns);
+        st.device_ns = done;
+        st.device.complete(done, token);
         let late = now - grant.done_ns;
         st.ops += 1;
         st.service_ns += u128::from(grant.service_ns);
@@ -346,7 +362,7 @@ impl TimedMember {
         }
         st.free.push(token);
         self.room.notify_one();
-        self.start_ready(&mut st, now);
+        self.start_ready(&mut st, done);
         drop(st);
         r.unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
