@@ -86,10 +86,13 @@ def test_a_rebuild_onto_a_timed_spare_carries_the_rebuild_class(tmp_path: Path, 
         120,
         "the rebuild onto the spare",
     )
-    # 32 rows: the survivors read and the spare written in the rebuild class.
+    # 32 rows in two runs of 16: the survivors read and the spare written in the rebuild
+    # class, one operation per run (not per row), beside the superblock writes of the
+    # background thread, which runs in that class too.
     assert st["members"][2]["path"].endswith("spare0"), st["members"][2]
-    assert st["members"][2]["timing"]["class_ops"][2] >= 32, st["members"][2]
-    assert st["members"][0]["timing"]["class_ops"][2] >= 32, st["members"][0]
+    for slot in (2, 0):
+        ops = st["members"][slot]["timing"]["class_ops"][2]
+        assert 2 <= ops < 32, st["members"][slot]
     srv.stop()
 
 
