@@ -167,6 +167,31 @@ def test_only_the_newest_report_of_an_experiment_counts(tmp_path: Path) -> None:
     assert json.loads(frozen[0].read_text())[0]["best"] == 0.2
 
 
+def test_a_store_report_replaces_every_store_verdict_of_its_experiment(tmp_path: Path) -> None:
+    """An older --store report had a `matched` prediction, the newer one has not: the newer
+    report's store and store-sim rows count, the older matched row neither counts nor stays
+    frozen."""
+    import os
+
+    row = {"file": "e.toml", "metric": "rebuild_s", "part": "whole", "comparison": "g: a vs b", "median": 0.1, "best_hw": 0.0, "seeds": 3}
+    old = [{**row, "driver": d, "best": 0.9} for d in ("store", "store-sim", "store-sim-matched")]
+    new = [{**row, "driver": d, "best": 0.2} for d in ("store", "store-sim")]
+    for name, rows, mtime in (("old", old, 1_000_000), ("new", new, 2_000_000)):
+        (tmp_path / name).mkdir()
+        p = tmp_path / name / "claims.json"
+        p.write_text(json.dumps(rows))
+        os.utime(p, (mtime, mtime))
+    rows = scoreboard.newest(scoreboard.measured(tmp_path))
+    assert sorted((r["driver"], r["best"]) for r in rows) == [("store", 0.2), ("store-sim", 0.2)]
+    dest = tmp_path / "frozen"
+    dest.mkdir()
+    (dest / "e.store-sim-matched.json").write_text(json.dumps(old[2:]))
+    (dest / "other.store-sim-matched.json").write_text("[]")
+    frozen = scoreboard.freeze(tmp_path, dest)
+    assert sorted(p.name for p in frozen) == ["e.store-sim.json", "e.store.json"]
+    assert sorted(p.name for p in dest.iterdir()) == ["e.store-sim.json", "e.store.json", "other.store-sim-matched.json"]
+
+
 def test_verdicts_below_saturation_drop_the_cells_where_the_base_saturated() -> None:
     """``max_throughput_ms``: the ``below_saturation`` verdicts keep only the rates at which
     the base's mean response (over seeds) stays under the limit."""

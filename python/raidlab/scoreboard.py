@@ -76,7 +76,9 @@ def measured(out_dir: Path) -> list[dict[str, Any]]:
     :func:`freeze`)."""
     rows: list[dict[str, Any]] = []
     found_paths = [(p, p.parent.name) for p in out_dir.glob("*/claims.json")]
-    found_paths += [(p, p.stem) for p in out_dir.glob("*.json")]
+    # A frozen copy keeps each driver of an experiment in its own file (STEM.DRIVER.json):
+    # they are one report, named by the experiment.
+    found_paths += [(p, p.stem.split(".")[0]) for p in out_dir.glob("*.json")]
     for path, name in sorted(found_paths, key=lambda x: (-x[0].stat().st_mtime, x[1])):
         try:
             found = json.loads(path.read_text(encoding="utf-8"))
@@ -91,8 +93,17 @@ def newest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     the newest report that ran it: an older report's better cell must not win a "best"."""
     first: dict[tuple[str, str], str] = {}
     for r in rows:
-        first.setdefault(_source(r), r["report"])
-    return [r for r in rows if first[_source(r)] == r["report"]]
+        first.setdefault(_family(r), r["report"])
+    return [r for r in rows if first[_family(r)] == r["report"]]
+
+
+def _family(r: dict[str, Any]) -> tuple[str, str]:
+    """The report a verdict must come from: one ``--store`` report writes the store's rows
+    and the simulator's predictions beside them (``store-sim``, ``store-sim-matched``), so
+    they count together, and a prediction an older report made is not mixed with a newer
+    store measurement."""
+    file, driver = _source(r)
+    return (file, "store" if driver.startswith("store") else driver)
 
 
 def _source(r: dict[str, Any]) -> tuple[str, str]:
@@ -116,6 +127,12 @@ def freeze(out_dir: Path, dest: Path) -> list[Path]:
         target = dest / f"{Path(file).stem}{suffix}.json"
         target.write_text(json.dumps(rows, indent=1, allow_nan=False) + "\n", encoding="utf-8")
         written.append(target)
+    # A store report re-frozen replaces all of its experiment's store files: a driver the new
+    # report has not (a `matched` prediction dropped from the file) must not stay behind.
+    for file in {f for f, d in by_source if d.startswith("store")}:
+        for old in dest.glob(f"{Path(file).stem}.store*.json"):
+            if old not in written:
+                old.unlink()
     return written
 
 
