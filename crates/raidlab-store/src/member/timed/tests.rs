@@ -13,6 +13,8 @@ use raidlab::disk::Class;
 use super::*;
 use crate::member::{FaultMember, MemMember};
 
+mod fidelity;
+
 /// An inner member with no bytes (reads give zeros) that logs the offsets it is asked for,
 /// in the order it sees them, and holds every operation while its gate is closed.
 #[derive(Debug)]
