@@ -194,15 +194,14 @@ impl Controller {
             // Slot order: data slots, P, Q; the plan read every member needed.
             let ndata = self.geo.data_disks() as usize;
             let par = self.geo.parity_disks(row);
-            // Data in Q's syndrome order (md's), then P, then Q.
-            let mut order: Vec<usize> = (0..ndata as u32)
-                .map(|i| self.geo.syndrome_disk(row, i) as usize)
-                .collect();
-            order.extend(par.p.map(|d| d as usize));
+            // Data in Q's syndrome order (md's), then P, then Q if it was read.
             let q_read = par.q.is_some_and(|q| disks.contains(&q));
-            if q_read {
-                order.extend(par.q.map(|d| d as usize));
-            }
+            let order: Vec<usize> = self
+                .geo
+                .parity_order(row)
+                .take(ndata + 1 + usize::from(q_read))
+                .map(|d| d as usize)
+                .collect();
             let missing: Vec<usize> = order
                 .iter()
                 .enumerate()

@@ -15,7 +15,7 @@
 
 use crate::sync::Arc;
 
-use raidlab::array::{Level, Role};
+use raidlab::array::Level;
 use raidlab::rebuild::reads_for;
 
 use super::column::BLOCK;
@@ -206,17 +206,8 @@ impl Controller {
                 1
             }
             Level::Raid5 | Level::Raid6 => {
-                let ndata = self.geo.data_disks() as usize;
-                let par = self.geo.parity_disks(row);
-                // Data in Q's syndrome order (md's), then P, then Q.
-                order.extend((0..ndata as u32).map(|i| self.geo.syndrome_disk(row, i)));
-                order.extend(par.p);
-                order.extend(par.q);
-                match self.geo.role(row, slot) {
-                    Role::Data(_) => order.iter().position(|&d| d == slot).unwrap_or(0),
-                    Role::P => ndata,
-                    Role::Q => ndata + 1,
-                }
+                order.extend(self.geo.parity_order(row));
+                order.iter().position(|&d| d == slot)?
             }
         };
         Some((order, at))

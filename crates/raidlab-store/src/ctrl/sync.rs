@@ -317,10 +317,8 @@ impl Controller {
             let ndata = self.geo.data_disks() as usize;
             let par = self.geo.parity_disks(row);
             let (pd, qd) = (par.p.expect("RAID-6 has P"), par.q.expect("RAID-6 has Q"));
-            let mut order: Vec<u32> = (0..ndata as u32)
-                .map(|i| self.geo.syndrome_disk(row, i))
-                .collect();
-            order.extend([pd, qd]);
+            let order: Vec<u32> = self.geo.parity_order(row).collect();
+            debug_assert_eq!(order[ndata..], [pd, qd]);
             let checked = if lost[0] == qd { pd } else { qd };
             let mut missing: Vec<usize> = order
                 .iter()

@@ -348,6 +348,18 @@ impl Geometry {
         }
     }
 
+    /// The members of a parity row in the order parity arithmetic takes them: the data in
+    /// Q's syndrome order ([`Geometry::syndrome_disk`]), then P, then Q (RAID-5: the data
+    /// slots, then P). Empty for levels without parity.
+    pub fn parity_order(&self, row: u64) -> impl Iterator<Item = u32> + '_ {
+        let par = self.parity_disks(row);
+        let data = if par.p.is_some() { self.data } else { 0 };
+        (0..data)
+            .map(move |i| self.syndrome_disk(row, i))
+            .chain(par.p)
+            .chain(par.q)
+    }
+
     /// Every copy of data `slot` in `row`, for mirrors (`first..first + count`, step 1), and
     /// the single data disk otherwise.
     #[inline]

@@ -468,6 +468,8 @@ fn raid6_syndrome_order_follows_md_walk() {
     let syndrome: Vec<u32> = (0..4).map(|i| g.syndrome_disk(2, i)).collect();
     assert_eq!(logical, [0, 1, 2, 5]);
     assert_eq!(syndrome, [5, 0, 1, 2]);
+    // Then P (disk 3) and Q (disk 4).
+    assert_eq!(g.parity_order(2).collect::<Vec<_>>(), [5, 0, 1, 2, 3, 4]);
     // Row 0 (P last, Q wrapped to disk 0) and row 1 (Q last): the walk is the slot order.
     assert_eq!(
         (0..4).map(|i| g.syndrome_disk(0, i)).collect::<Vec<_>>(),
@@ -477,4 +479,16 @@ fn raid6_syndrome_order_follows_md_walk() {
         (0..4).map(|i| g.syndrome_disk(1, i)).collect::<Vec<_>>(),
         [0, 1, 2, 3]
     );
+}
+
+#[test]
+fn raid5_parity_order_is_the_data_slots_then_p() {
+    use super::layout::{Geometry, Layout, Level};
+    let g = Geometry::new(Level::Raid5, Layout::LeftSymmetric, 4, 65536, 4096).unwrap();
+    // Left-symmetric, 4 disks: row 0 has P on disk 3 and data on 0, 1, 2; row 1 has P on
+    // disk 2 and data starting after it (3, 0, 1).
+    assert_eq!(g.parity_order(0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    assert_eq!(g.parity_order(1).collect::<Vec<_>>(), [3, 0, 1, 2]);
+    let m = Geometry::new(Level::Raid1, Layout::LeftSymmetric, 2, 65536, 4096).unwrap();
+    assert_eq!(m.parity_order(0).count(), 0);
 }
