@@ -1,8 +1,7 @@
 //! The disk-timed member against its own model run in virtual time: one member, random and
 //! sequential 4 KiB reads and writes (and sequential 64 KiB reads), closed loops at depths
-//! 1 to 32. `cargo test -p
-//! raidlab-store --lib fidelity_table -- --ignored --nocapture` prints the table of
-//! `docs/store.md` ("Fidelity").
+//! 1 to 32. `cargo test -p raidlab-store --lib fidelity_table -- --ignored --nocapture`
+//! prints the table of `docs/store.md` ("Fidelity").
 //!
 //! The model's side is the same `raidlab::disk::Device` driven by a discrete-event loop:
 //! `depth` clients, each submitting its next operation the instant the last one completes,
