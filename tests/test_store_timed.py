@@ -43,6 +43,11 @@ def test_timed_members_take_their_model_time_and_show_it(tmp_path: Path, store_s
         # The check's reads carry the background class (foreground, destage, rebuild, background).
         assert tm["class_ops"][3] >= 32, m
     assert members[0]["timing"]["service_us_mean"] == 2000.0
+    # One operation in service at a time, 2 ms each: busy exactly that long; the check's
+    # reads waited in the background class only.
+    m0 = members[0]["timing"]
+    assert m0["busy_us"] == m0["ops"] * 2000, m0
+    assert len(m0["class_wait_us"]) == 4 and m0["class_wait_us"][0:3] == [0, 0, 0], m0
     assert 0 < members[1]["timing"]["service_us_mean"] < 2000.0
     text = cli_ok("ctl", d, "status")
     assert "sata_ssd,scheduler=sstf" in text and "service us" in text, text

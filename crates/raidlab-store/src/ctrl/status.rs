@@ -21,8 +21,11 @@ fn timing_json(t: &TimingStatus) -> Value {
         "queue_now": t.queue_now,
         "utilization": t.utilization,
         "seek_cylinders": t.device.seek_cylinders,
-        // Operations started per priority class: foreground, destage, rebuild, background.
+        // Operations started per priority class: foreground, destage, rebuild, background,
+        // and their total waits (submission to start of service), microseconds.
         "class_ops": t.device.class_ops,
+        "class_wait_us": t.device.class_wait_ns.map(|w| (w / 1000) as u64),
+        "busy_us": t.device.busy_ns / 1000,
     })
 }
 
