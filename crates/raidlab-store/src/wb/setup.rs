@@ -19,7 +19,7 @@ use raidlab::{Error, Result};
 use serde_json::{json, Value};
 
 use super::backup::Backup;
-use super::log::{Leg, LogBackup};
+use super::log::{nvram_bytes, replay_nvram, Leg, LogBackup, NVRAM_SLOTS_DEFAULT, NVRAM_SLOTS_MAX};
 use super::mirror::{mirror_bytes, MirrorBackup};
 use super::recover::{replay, Replayed};
 use super::{BackupKind, WbSpec, WriteBack, BLOCK};
@@ -41,6 +41,9 @@ pub struct WbOptions {
     /// Bytes of log (all legs together).
     pub log_bytes: u64,
     pub segment_bytes: u64,
+    /// The log's NVRAM segment buffers (`--log-nvram`, `--log-nvram-slots`): the file and
+    /// its slot count.
+    pub nvram: Option<(PathBuf, u32)>,
 }
 
 /// Largest write cache in MiB (frames are allocated up front).
@@ -138,7 +141,44 @@ impl WbOptions {
             path: path.map(PathBuf::from),
             log_bytes,
             segment_bytes,
+            nvram: None,
         })
+    }
+
+    /// Back the log with an NVRAM file of `slots` segment buffers (default
+    /// `NVRAM_SLOTS_DEFAULT`); `slots` without a file, or a file without the log backup, is
+    /// refused naming the option.
+    pub fn with_nvram(mut self, path: Option<&str>, slots: Option<u32>) -> Result<WbOptions> {
+        let Some(path) = path else {
+            if slots.is_some() {
+                return Err(Error::config(
+                    "--log-nvram-slots",
+                    "given without --log-nvram",
+                ));
+            }
+            return Ok(self);
+        };
+        if !matches!(self.backup, BackupKind::Log { .. }) {
+            return Err(Error::config(
+                "--log-nvram",
+                "the NVRAM buffers the log backup: it needs --backup log",
+            ));
+        }
+        if path.is_empty() {
+            return Err(Error::config(
+                "--log-nvram",
+                "expected a file path, got \"\"",
+            ));
+        }
+        let slots = slots.unwrap_or(NVRAM_SLOTS_DEFAULT);
+        if slots == 0 || slots > NVRAM_SLOTS_MAX {
+            return Err(Error::config(
+                "--log-nvram-slots",
+                format!("expected 1 to {NVRAM_SLOTS_MAX}, got {slots}"),
+            ));
+        }
+        self.nvram = Some((PathBuf::from(path), slots));
+        Ok(self)
     }
 
     /// At most `n` destages in flight (one destage round's groups), the simulator's
@@ -172,15 +212,21 @@ struct Record {
     /// (path, base offset, bytes) of each place the backup lives.
     legs: Vec<(String, u64, u64)>,
     segment_bytes: u64,
+    /// A log's NVRAM file and slot count.
+    nvram: Option<(String, u32)>,
 }
 
 impl Record {
     fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "kind": self.kind,
             "legs": self.legs.iter().map(|(p, b, n)| json!({"path": p, "base": b, "bytes": n})).collect::<Vec<_>>(),
             "segment_bytes": self.segment_bytes,
-        })
+        });
+        if let Some((path, slots)) = &self.nvram {
+            v["nvram"] = json!({"path": path, "slots": slots});
+        }
+        v
     }
 
     fn parse(text: &str, file: &str) -> Result<Record> {
@@ -213,10 +259,29 @@ impl Record {
         if legs.is_empty() || legs.len() > super::format::LOG_MEMBERS_MAX {
             return Err(bad("no legs, or too many"));
         }
+        let segment_bytes = v["segment_bytes"].as_u64().unwrap_or(0);
+        let nvram = match &v["nvram"] {
+            Value::Null => None,
+            n => match (n["path"].as_str(), n["slots"].as_u64()) {
+                (Some(p), Some(k))
+                    if !kind.starts_with("log")
+                        || k == 0
+                        || k > u64::from(NVRAM_SLOTS_MAX)
+                        || segment_bytes == 0 =>
+                {
+                    return Err(bad(&format!(
+                        "an NVRAM ({p}) of {k} slots for a {kind} backup with segments of {segment_bytes} bytes"
+                    )))
+                }
+                (Some(p), Some(k)) => Some((p.to_string(), k as u32)),
+                _ => return Err(bad("\"nvram\" lacks path or slots")),
+            },
+        };
         Ok(Record {
             kind,
             legs,
-            segment_bytes: v["segment_bytes"].as_u64().unwrap_or(0),
+            segment_bytes,
+            nvram,
         })
     }
 }
@@ -240,6 +305,7 @@ pub fn write_record(
         kind: kind.to_string(),
         legs: legs.to_vec(),
         segment_bytes,
+        nvram: None,
     };
     write_durably(dir, &dir.join(RECORD_FILE), &rec.to_json().to_string())
 }
@@ -349,7 +415,30 @@ fn open_recorded(rec: &Record, uuid: [u8; 16]) -> Result<Option<Box<dyn Backup>>
             MirrorBackup::open(open_sized(Path::new(p), *bytes, false)?, uuid)?
                 .map(|m| Box::new(m) as Box<dyn Backup>)
         }
-        _ => Some(Box::new(LogBackup::open(open_legs(rec, false)?, uuid)?) as Box<dyn Backup>),
+        _ => {
+            let legs = open_legs(rec, false)?;
+            if let Some((p, slots)) = &rec.nvram {
+                // The NVRAM's staged segments go onto their legs before the log is read.
+                let seg = rec.segment_bytes;
+                let dev = open_sized(Path::new(p), nvram_bytes(*slots, seg), false)
+                    .map_err(|e| match e {
+                        Error::Store { path, msg } if msg.contains("missing") => Error::Store {
+                            path,
+                            msg: "the log's NVRAM recorded in wb.json is missing: the last run's acknowledged writes may be only there".into(),
+                        },
+                        e => e,
+                    })?;
+                let r = replay_nvram(&dev, &legs, seg, uuid, *slots)?;
+                if r.replayed > 0 || r.ignored > 0 {
+                    crate::info!(
+                        "{p}: {} NVRAM segment(s) written to the log, {} slot(s) ignored",
+                        r.replayed,
+                        r.ignored
+                    );
+                }
+            }
+            Some(Box::new(LogBackup::open(legs, uuid)?) as Box<dyn Backup>)
+        }
     })
 }
 
@@ -453,6 +542,7 @@ pub fn start(
                 kind: "mirror".into(),
                 legs: vec![(path.display().to_string(), 0, mirror_bytes(slots))],
                 segment_bytes: 0,
+                nvram: None,
             };
             write_durably(dir, &rec_path, &rec.to_json().to_string())?;
             Some(Box::new(m))
@@ -477,6 +567,7 @@ pub fn start(
                 kind: if logical { "log-logical" } else { "log" }.into(),
                 legs,
                 segment_bytes: o.segment_bytes,
+                nvram: o.nvram.as_ref().map(|(p, k)| (p.display().to_string(), *k)),
             };
             let mut legs = open_legs(&rec, true)?;
             if logical {
@@ -504,6 +595,13 @@ pub fn start(
                 ),
                 e => e,
             })?;
+            let l = match &o.nvram {
+                Some((p, slots)) => {
+                    let dev = open_sized(p, nvram_bytes(*slots, o.segment_bytes), true)?;
+                    l.with_nvram(dev, *slots)?
+                }
+                None => l,
+            };
             write_durably(dir, &rec_path, &rec.to_json().to_string())?;
             Some(Box::new(l))
         }
