@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use raidlab::cache::write::OrderKind;
 use raidlab::{Error, Result};
-use serde_json::{json, Value};
 
 use super::backup::Backup;
 use super::log::{nvram_bytes, replay_nvram, Leg, LogBackup, NVRAM_SLOTS_DEFAULT, NVRAM_SLOTS_MAX};
@@ -205,110 +204,10 @@ impl WbOptions {
     }
 }
 
-/// The record of the backup in use, as kept in `DIR/wb.json`.
-#[derive(Debug, Clone, PartialEq)]
-struct Record {
-    kind: String,
-    /// (path, base offset, bytes) of each place the backup lives.
-    legs: Vec<(String, u64, u64)>,
-    segment_bytes: u64,
-    /// A log's NVRAM file and slot count.
-    nvram: Option<(String, u32)>,
-}
-
-impl Record {
-    fn to_json(&self) -> Value {
-        let mut v = json!({
-            "kind": self.kind,
-            "legs": self.legs.iter().map(|(p, b, n)| json!({"path": p, "base": b, "bytes": n})).collect::<Vec<_>>(),
-            "segment_bytes": self.segment_bytes,
-        });
-        if let Some((path, slots)) = &self.nvram {
-            v["nvram"] = json!({"path": path, "slots": slots});
-        }
-        v
-    }
-
-    fn parse(text: &str, file: &str) -> Result<Record> {
-        let bad = |m: &str| Error::Store {
-            path: file.to_string(),
-            msg: format!(
-                "{m} (this file records where the write cache's backup is; do not edit it)"
-            ),
-        };
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| bad(&format!("not JSON: line {}: {e}", e.line())))?;
-        let kind = v["kind"]
-            .as_str()
-            .ok_or_else(|| bad("no \"kind\""))?
-            .to_string();
-        if !["mirror", "log", "log-logical"].contains(&kind.as_str()) {
-            return Err(bad(&format!("unknown kind {kind:?}")));
-        }
-        let legs = v["legs"]
-            .as_array()
-            .ok_or_else(|| bad("no \"legs\""))?
-            .iter()
-            .map(
-                |l| match (l["path"].as_str(), l["base"].as_u64(), l["bytes"].as_u64()) {
-                    (Some(p), Some(b), Some(n)) => Ok((p.to_string(), b, n)),
-                    _ => Err(bad("a leg lacks path, base or bytes")),
-                },
-            )
-            .collect::<Result<Vec<_>>>()?;
-        if legs.is_empty() || legs.len() > super::format::LOG_MEMBERS_MAX {
-            return Err(bad("no legs, or too many"));
-        }
-        let segment_bytes = v["segment_bytes"].as_u64().unwrap_or(0);
-        let nvram = match &v["nvram"] {
-            Value::Null => None,
-            n => match (n["path"].as_str(), n["slots"].as_u64()) {
-                (Some(p), Some(k))
-                    if !kind.starts_with("log")
-                        || k == 0
-                        || k > u64::from(NVRAM_SLOTS_MAX)
-                        || segment_bytes == 0 =>
-                {
-                    return Err(bad(&format!(
-                        "an NVRAM ({p}) of {k} slots for a {kind} backup with segments of {segment_bytes} bytes"
-                    )))
-                }
-                (Some(p), Some(k)) => Some((p.to_string(), k as u32)),
-                _ => return Err(bad("\"nvram\" lacks path or slots")),
-            },
-        };
-        Ok(Record {
-            kind,
-            legs,
-            segment_bytes,
-            nvram,
-        })
-    }
-}
-
-/// Check the text of a `wb.json` (the fuzz target's entry): `Err` names `file` and what
-/// is wrong.
-pub fn parse_record(text: &str, file: &str) -> Result<()> {
-    Record::parse(text, file).map(|_| ())
-}
-
-/// Record a backup in `DIR/wb.json` (`kind`: mirror, log or log-logical; `legs`: path,
-/// base and bytes of each place it lives), durably. `start` writes it itself; tests that
-/// build a backup by hand call this.
-pub fn write_record(
-    dir: &Path,
-    kind: &str,
-    legs: &[(String, u64, u64)],
-    segment_bytes: u64,
-) -> Result<()> {
-    let rec = Record {
-        kind: kind.to_string(),
-        legs: legs.to_vec(),
-        segment_bytes,
-        nvram: None,
-    };
-    write_durably(dir, &dir.join(RECORD_FILE), &rec.to_json().to_string())
-}
+#[path = "setup_record.rs"]
+mod record;
+use record::Record;
+pub use record::{parse_record, write_record};
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Store {
