@@ -62,6 +62,8 @@ def test_sigkill_keeps_writes_acknowledged_to_the_nvram(tmp_path: Path, store_se
         model[off * KiB : (off + ln) * KiB] = bytes([pat]) * (ln * KiB)
     st = status(d)["write_cache"]
     assert st["destages"] == 0 and st["occupied_pages"] > 0, st
+    # 596 KiB written (plus batch headers): more than one 128 KiB segment, so slots drained.
+    assert st["backup_stats"]["nvram_slots"] == n and st["backup_stats"]["nvram_drained"] >= 1, st
     srv.kill()
     # Restarted with the same options: the NVRAM's staged segments go onto the log first
     # (the head's segment at least), then the log is replayed, then a fresh NVRAM is laid out.

@@ -557,9 +557,13 @@ impl Backup for LogBackup {
 
     fn stats(&self) -> BackupStats {
         let st = self.lock();
+        let nv = self.nvram_stats().unwrap_or_default();
         BackupStats {
             live: st.table.live(),
             commit_calls: self.group.calls(),
+            nvram_slots: nv.slots,
+            nvram_stalls: nv.stalls,
+            nvram_drained: nv.drained,
             ..st.stats.clone()
         }
     }
