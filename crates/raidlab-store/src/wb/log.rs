@@ -535,6 +535,10 @@ impl Backup for LogBackup {
         let mut st = self.lock();
         let start = st.head.div_ceil(self.geo.seg) * self.geo.seg;
         if let Some(nv) = &self.nv {
+            // A drainer that failed is gone: the backup cannot come back in this run.
+            if let Some(m) = nv.failed() {
+                return Err(lost(&m));
+            }
             // The head leaves its segment: its slot drains like any other.
             nv.seal();
         }

@@ -266,6 +266,10 @@ fn a_failed_drain_loses_the_backup_and_wakes_the_waiter() {
     let e = cache.write(&log, 3, 3).unwrap_err().to_string();
     assert!(e.contains("writing a segment to its leg"), "{e}");
     assert!(log.commit().is_err());
+    // A reset cannot bring it back: the failed drainer is gone.
+    fault.heal();
+    let e = log.reset().unwrap_err().to_string();
+    assert!(e.contains("log backup lost"), "{e}");
     drop(m);
 }
 
