@@ -207,7 +207,7 @@ impl WbOptions {
 #[path = "setup_record.rs"]
 mod record;
 use record::Record;
-pub use record::{parse_record, write_record};
+pub use record::{parse_record, write_record, write_record_with_nvram};
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Store {

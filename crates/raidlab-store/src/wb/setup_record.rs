@@ -105,11 +105,22 @@ pub fn write_record(
     legs: &[(String, u64, u64)],
     segment_bytes: u64,
 ) -> Result<()> {
+    write_record_with_nvram(dir, kind, legs, segment_bytes, None)
+}
+
+/// `write_record` of a log with an NVRAM (`nvram`: its file and slot count).
+pub fn write_record_with_nvram(
+    dir: &Path,
+    kind: &str,
+    legs: &[(String, u64, u64)],
+    segment_bytes: u64,
+    nvram: Option<(&str, u32)>,
+) -> Result<()> {
     let rec = Record {
         kind: kind.to_string(),
         legs: legs.to_vec(),
         segment_bytes,
-        nvram: None,
+        nvram: nvram.map(|(p, k)| (p.to_string(), k)),
     };
     write_durably(dir, &dir.join(RECORD_FILE), &rec.to_json().to_string())
 }
