@@ -419,3 +419,42 @@ proptest! {
         prop_assert_eq!(SlotHeader::decode(&h.encode()), Ok(h));
     }
 }
+
+/// On a disk-timed leg a commit costs no model disk time (the NVRAM takes it); the drain of
+/// a sealed segment is one foreground write of the whole segment.
+#[test]
+fn on_a_timed_leg_only_the_drain_costs_disk_time() {
+    use crate::member::timed::{TimedMember, TimingSpec};
+    use raidlab::disk::Class;
+    use raidlab::workload::Op;
+    let region = SUPERS_BYTES + 8 * SEG;
+    let spec = TimingSpec::parse("hp97560_rapid").unwrap();
+    let timed = Arc::new(TimedMember::new(mem("leg", region).1, &spec).unwrap());
+    let legs: Vec<Leg> = vec![(timed.clone() as Arc<dyn Member>, 0, region)];
+    let (_, nvd) = mem("nv", nvram_bytes(4, SEG));
+    let log = LogBackup::create(legs, UUID, SEG, 8)
+        .unwrap()
+        .with_nvram(nvd, 4)
+        .unwrap();
+    timed.record(100);
+    let mut cache = Cache::default();
+    for seq in 1..=2 {
+        cache.write(&log, seq, seq).unwrap();
+        log.commit().unwrap();
+    }
+    assert!(timed.records().is_empty(), "{:?}", timed.records());
+    // The third batch enters segment 1: segment 0 is drained.
+    cache.write(&log, 3, 3).unwrap();
+    log.commit().unwrap();
+    assert!(log.nv.as_ref().unwrap().wait_drained());
+    let writes: Vec<_> = timed
+        .records()
+        .into_iter()
+        .filter(|r| r.op == Op::Write)
+        .map(|r| (r.sector, r.sectors, r.class))
+        .collect();
+    assert_eq!(
+        writes,
+        vec![(SUPERS_BYTES / 512, (SEG / 512) as u32, Class::Foreground)]
+    );
+}
