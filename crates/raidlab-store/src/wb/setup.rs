@@ -176,7 +176,10 @@ impl WbOptions {
                 format!("expected 1 to {NVRAM_SLOTS_MAX}, got {slots}"),
             ));
         }
-        self.nvram = Some((PathBuf::from(path), slots));
+        // Absolute in wb.json, so a restart from another directory finds it.
+        let path = std::path::absolute(path)
+            .map_err(|e| Error::config("--log-nvram", format!("{path}: {e}")))?;
+        self.nvram = Some((path, slots));
         Ok(self)
     }
 

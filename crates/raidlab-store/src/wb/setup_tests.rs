@@ -82,10 +82,11 @@ fn options_parse_with_defaults_and_name_each_bad_value() {
 fn nvram_options_need_the_log_and_name_each_bad_value() {
     let log = opts(("stow", "80/20", "log", "logical", None, "128KiB")).unwrap();
     assert_eq!(log.nvram, None);
+    let nv = std::env::current_dir().unwrap().join("nv");
     let o = log.clone().with_nvram(Some("nv"), None).unwrap();
-    assert_eq!(o.nvram, Some((PathBuf::from("nv"), NVRAM_SLOTS_DEFAULT)));
+    assert_eq!(o.nvram, Some((nv.clone(), NVRAM_SLOTS_DEFAULT)));
     let o = log.clone().with_nvram(Some("nv"), Some(8)).unwrap();
-    assert_eq!(o.nvram, Some((PathBuf::from("nv"), 8)));
+    assert_eq!(o.nvram, Some((nv, 8)));
     assert_eq!(log.clone().with_nvram(None, None).unwrap(), log);
     let mirror = opts(("stow", "80/20", "mirror", "physical", None, "128KiB")).unwrap();
     for (o, path, slots, key, why) in [
