@@ -186,3 +186,22 @@ def test_a_scheduled_ramp_stops_after_the_level_the_array_cannot_keep_up_with(
     msg = cli_bad_input("replay", srv.uri, cfg, "--log", log)
     assert "--log" in msg and "--schedule" in msg, msg
     srv.stop()
+
+
+def test_a_rapid_backup_is_served_with_its_nvram_segment_buffers(tmp_path: Path) -> None:
+    from raidlab.storexp import serve_args
+
+    tree = {
+        "name": "rapid",
+        "disk": {"preset": "hp97560_rapid"},
+        "workload": {"block_size": 8192},
+        "write_cache": {"capacity_pages": 2048, "rate": "linear"},
+        "backup": {"kind": "rapid", "cache_disk": "logical", "nvram_kib": 2048, "segment_kib": 256, "segment_buffers": 3},
+    }
+    args = serve_args(tree, tmp_path)
+    i = args.index("--backup")
+    assert args[i : i + 10] == ["--backup", "log", "--log-mode", "logical", "--segment", "256KiB", "--log-nvram", str(tmp_path / "nvram"), "--log-nvram-slots", "3"]
+    # The dual copy (the store's mirror) is unchanged.
+    tree["backup"] = {"kind": "dual"}
+    args = serve_args(tree, tmp_path)
+    assert args[args.index("--backup") :] == ["--backup", "mirror"]

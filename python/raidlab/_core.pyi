@@ -101,6 +101,8 @@ def serve(
     log_mode: str = "physical",
     log_size: str | None = None,
     segment: str = "128KiB",
+    log_nvram: str | None = None,
+    log_nvram_slots: int | None = None,
     backup_discard: bool = False,
     min_block: int = 1,
     handshake_timeout: float = 10.0,

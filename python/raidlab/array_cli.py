@@ -156,6 +156,8 @@ def _serve(args: argparse.Namespace) -> int:
                 log_mode=args.log_mode,
                 log_size=args.log_size,
                 segment=args.segment,
+                log_nvram=args.log_nvram,
+                log_nvram_slots=args.log_nvram_slots,
                 backup_discard=args.backup_discard,
                 min_block=args.min_block,
                 handshake_timeout=args.handshake_timeout,
@@ -308,6 +310,8 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     w.add_argument("--log-mode", default="physical", help="physical (a log file of its own) or logical (a partition past each member's data)")
     w.add_argument("--log-size", default=None, help="log size, e.g. 256MiB (default 4x the cache, at least 16 MiB)")
     w.add_argument("--segment", default="128KiB", help="log segment size (default 128KiB)")
+    w.add_argument("--log-nvram", default=None, metavar="PATH", help="NVRAM segment buffers in front of the log (RAPID-Cache): a file, e.g. on tmpfs; a write is answered once synced there")
+    w.add_argument("--log-nvram-slots", type=int, default=None, metavar="N", help="segment buffers in the --log-nvram file (default 4)")
     w.add_argument("--backup-discard", action="store_true", help="start even if the last run's backup cannot be read (its dirty pages are lost)")
     n = s.add_argument_group("NBD limits against slow and hostile clients (docs/store.md)")
     n.add_argument("--min-block", type=positive_int, default=1, help="advertised minimum block in bytes, a power of two; below 4096 smaller requests are read-modify-written (default 1; 4096 refuses them)")

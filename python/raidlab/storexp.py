@@ -142,8 +142,9 @@ def _mib_arg(nbytes: int) -> str:
     return f"{max(1, nbytes // 1024)}KiB"
 
 
-def serve_args(tree: dict[str, Any]) -> list[str]:
-    """The ``raidlab serve`` options that run ``tree``'s policies on the store."""
+def serve_args(tree: dict[str, Any], cell_dir: Path | None = None) -> list[str]:
+    """The ``raidlab serve`` options that run ``tree``'s policies on the store (``cell_dir``:
+    the cell's scratch directory, where a RAPID backup's NVRAM file goes)."""
     disk = tree.get("disk", {})
     preset = disk.get("preset")
     if preset is None:
@@ -175,7 +176,14 @@ def serve_args(tree: dict[str, Any]) -> list[str]:
         if backup == "dual":
             args += ["--backup", "mirror"]
         elif backup == "rapid":
-            args += ["--backup", "log", "--log-mode", "logical" if tree["backup"].get("cache_disk") == "logical" else "physical"]
+            b = tree["backup"]
+            args += ["--backup", "log", "--log-mode", "logical" if b.get("cache_disk") == "logical" else "physical"]
+            # RAPID's segment buffers: an NVRAM file in the cell's scratch directory (tmpfs
+            # when there is one), one slot per buffer, segments of the buffers' size.
+            args += ["--segment", f"{int(b.get('segment_kib', 128))}KiB"]
+            if cell_dir is None:
+                raise _error(f"{tree.get('name')}: a RAPID backup needs the cell's directory for its NVRAM", "backup.kind")
+            args += ["--log-nvram", str(cell_dir / "nvram"), "--log-nvram-slots", str(int(b.get("segment_buffers", 4)))]
         else:
             raise _error(f"{tree.get('name')}: backup kind {backup!r} has no store counterpart", "backup.kind")
     return args
@@ -200,7 +208,7 @@ class Cell:
         if a.get("layout"):
             cmd += ["--layout", str(a["layout"])]
         subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
-        cmd = [*_cli(), "serve", str(self.arr), "--listen", f"unix:{self.sock}", *serve_args(self.tree)]
+        cmd = [*_cli(), "serve", str(self.arr), "--listen", f"unix:{self.sock}", *serve_args(self.tree, self.dir)]
         self.log = open(self.dir / "serve.log", "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
         line = _readline(self.proc, READY_TIMEOUT_S)

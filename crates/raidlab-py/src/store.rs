@@ -46,7 +46,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", max_destages=16, backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_psk=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", max_destages=16, backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", log_nvram=None, log_nvram_slots=None, backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_psk=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -68,6 +68,8 @@ pub fn serve(
     log_mode: &str,
     log_size: Option<&str>,
     segment: &str,
+    log_nvram: Option<&str>,
+    log_nvram_slots: Option<u32>,
     backup_discard: bool,
     min_block: u32,
     handshake_timeout: f64,
@@ -142,6 +144,7 @@ pub fn serve(
                 segment,
             )
             .and_then(|o| o.with_max_destages(max_destages))
+            .and_then(|o| o.with_nvram(log_nvram, log_nvram_slots))
             .map_err(|e| to_py(py, e))?,
         );
     }

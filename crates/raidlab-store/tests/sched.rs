@@ -121,7 +121,7 @@ macro_rules! sched_case {
 }
 
 use Level::{Raid1, Raid5, Raid6};
-use Mode::{Log, Mirror, Through, Volatile};
+use Mode::{Log, LogNvram, Mirror, Through, Volatile};
 use Start::{Degraded, Healthy, Rebuilding};
 
 sched_case!(raid1_through_healthy, Raid1, 2, Through, Healthy);
@@ -153,6 +153,10 @@ sched_case!(raid6_mirror_rebuilding, Raid6, 5, Mirror, Rebuilding);
 sched_case!(raid6_log_healthy, Raid6, 5, Log, Healthy);
 sched_case!(raid6_log_degraded, Raid6, 5, Log, Degraded);
 sched_case!(raid6_log_rebuilding, Raid6, 5, Log, Rebuilding);
+sched_case!(raid1_log_nvram_healthy, Raid1, 2, LogNvram, Healthy);
+sched_case!(raid5_log_nvram_healthy, Raid5, 4, LogNvram, Healthy);
+sched_case!(raid5_log_nvram_degraded, Raid5, 4, LogNvram, Degraded);
+sched_case!(raid6_log_nvram_rebuilding, Raid6, 5, LogNvram, Rebuilding);
 
 macro_rules! focus_case {
     ($name:ident, $level:expr, $disks:expr, $mode:expr, $start:expr, $focus:expr) => {

@@ -73,7 +73,8 @@ struct Config {
 }
 
 /// A write-cache backup as `wb.json` records it: kind, legs (path, base, bytes), segment.
-type WbRecord = (String, Vec<(String, u64, u64)>, u64);
+/// A backup's `wb.json`: kind, legs, segment bytes, and a log's NVRAM (file, slots).
+type WbRecord = (String, Vec<(String, u64, u64)>, u64, Option<(String, u32)>);
 
 /// A recorded run, ready to crash.
 struct Run {
@@ -330,8 +331,10 @@ fn crash_and_check(run: &Run, random_per_cut: usize, seed: u64) -> Tally {
     };
     for s in &states {
         run.mat.write(&run.events, s).expect("materialise");
-        if let Some((kind, legs, seg)) = &run.wb {
-            crate::wb::setup::write_record(&run.dir.0, kind, legs, *seg).expect("wb.json");
+        if let Some((kind, legs, seg, nv)) = &run.wb {
+            let nv = nv.as_ref().map(|(p, k)| (p.as_str(), *k));
+            crate::wb::setup::write_record_with_nvram(&run.dir.0, kind, legs, *seg, nv)
+                .expect("wb.json");
         }
         let o = recover_and_check(
             &run.dir.0,

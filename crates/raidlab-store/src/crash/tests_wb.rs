@@ -4,7 +4,9 @@
 //!
 //! The run is driven from one thread: writes, flushes, destage rounds (at the rate's
 //! allowance, or forced) and rebuild steps interleave in a seeded order, so every run and
-//! every crash state is reproducible.
+//! every crash state is reproducible; except with the log's NVRAM (`Kind::LogNvram`), whose
+//! drainer threads copy segments to the log file in the background (any interleaving they
+//! take must keep the promises).
 
 use super::*;
 use crate::wb::backup::Backup;
@@ -24,7 +26,12 @@ const BACKUP_FILE: u64 = DATA_OFFSET_BYTES;
 enum Kind {
     Mirror,
     Log,
+    /// The log behind NVRAM segment buffers (`--log-nvram`), a file of its own.
+    LogNvram,
 }
+
+/// NVRAM slots of `Kind::LogNvram`: few, so writers wait for drains.
+const NVRAM_SLOTS: u32 = 2;
 
 struct WbConfig {
     base: Config,
@@ -42,7 +49,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
     paths.push(backup_path.clone());
     let backup_bytes = match cfg.kind {
         Kind::Mirror => mirror_bytes(MIRROR_SLOTS),
-        Kind::Log => DATA_OFFSET_BYTES - (64 << 10),
+        Kind::Log | Kind::LogNvram => DATA_OFFSET_BYTES - (64 << 10),
     };
     assert!(backup_bytes <= DATA_OFFSET_BYTES);
     // Members: superblock and bitmap, and the data area; the backup file: the backup.
@@ -54,6 +61,15 @@ fn wb_record(cfg: &WbConfig) -> Run {
         paths.len()
     ];
     *extents.last_mut().expect("the backup file") = vec![(0, backup_bytes)];
+    let nvram_path = dir.0.join("wb-nvram.img");
+    let nvram_bytes = crate::wb::log::nvram_bytes(NVRAM_SLOTS, LOG_SEGMENT);
+    if cfg.kind == Kind::LogNvram {
+        std::fs::File::create(&nvram_path)
+            .and_then(|f| f.set_len(nvram_bytes))
+            .expect("nvram file");
+        paths.push(nvram_path.clone());
+        extents.push(vec![(0, nvram_bytes)]);
+    }
     let j = journal();
     // Set-up is not part of the run: serve records a backup in wb.json only once its
     // creation is durable. The initial images are taken after it.
@@ -77,24 +93,35 @@ fn wb_record(cfg: &WbConfig) -> Run {
     let (backup, record): (Box<dyn Backup>, _) = match cfg.kind {
         Kind::Mirror => (
             Box::new(MirrorBackup::create(bdev, a.uuid, MIRROR_SLOTS, 0).expect("mirror")),
-            ("mirror".to_string(), vec![(path, 0, backup_bytes)], 0),
+            ("mirror".to_string(), vec![(path, 0, backup_bytes)], 0, None),
         ),
-        Kind::Log => (
-            Box::new(
-                LogBackup::create(
-                    vec![(bdev, 0, backup_bytes)],
-                    a.uuid,
-                    LOG_SEGMENT,
-                    CACHE_PAGES,
-                )
-                .expect("log"),
-            ),
-            (
-                "log".to_string(),
-                vec![(path, 0, backup_bytes)],
+        Kind::Log | Kind::LogNvram => {
+            let log = LogBackup::create(
+                vec![(bdev, 0, backup_bytes)],
+                a.uuid,
                 LOG_SEGMENT,
-            ),
-        ),
+                CACHE_PAGES,
+            )
+            .expect("log");
+            let (log, nv) = if cfg.kind == Kind::LogNvram {
+                let nvp = nvram_path.to_string_lossy().into_owned();
+                let nvdev: Arc<dyn Member> =
+                    Arc::new(crate::member::FileMember::open(&nvp).expect("nvram"));
+                let log = log.with_nvram(wrap(&nvdev), NVRAM_SLOTS).expect("nvram");
+                (log, Some((nvp, NVRAM_SLOTS)))
+            } else {
+                (log, None)
+            };
+            (
+                Box::new(log),
+                (
+                    "log".to_string(),
+                    vec![(path, 0, backup_bytes)],
+                    LOG_SEGMENT,
+                    nv,
+                ),
+            )
+        }
     };
     let wb = WriteBack::new(
         ctl.clone(),
@@ -107,7 +134,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
         },
         match cfg.kind {
             Kind::Mirror => BackupKind::Mirror,
-            Kind::Log => BackupKind::Log { logical: false },
+            Kind::Log | Kind::LogNvram => BackupKind::Log { logical: false },
         },
         Some(backup),
     )
@@ -430,4 +457,28 @@ wb_case!(
     Kind::Log,
     OrderKind::Stow,
     128
+);
+wb_case!(
+    wb_lrw_log_nvram_raid5,
+    Level::Raid5,
+    Setup::Healthy,
+    Kind::LogNvram,
+    OrderKind::Lrw,
+    131
+);
+wb_case!(
+    wb_stow_log_nvram_raid6,
+    Level::Raid6,
+    Setup::Healthy,
+    Kind::LogNvram,
+    OrderKind::Stow,
+    132
+);
+wb_case!(
+    wb_lrw_log_nvram_raid5_degraded,
+    Level::Raid5,
+    Setup::Degraded,
+    Kind::LogNvram,
+    OrderKind::Lrw,
+    133
 );

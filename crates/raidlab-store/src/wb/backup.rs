@@ -60,6 +60,11 @@ pub struct BackupStats {
     /// Records held (live) now, and the backup's capacity in records.
     pub live: u64,
     pub capacity: u64,
+    /// Log with an NVRAM: its slots, the segments that waited for a free slot (RAPID's
+    /// stall) and the slots drained to the legs.
+    pub nvram_slots: u64,
+    pub nvram_stalls: u64,
+    pub nvram_drained: u64,
 }
 
 pub trait Backup: Send + Sync {

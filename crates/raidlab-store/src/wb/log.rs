@@ -22,6 +22,11 @@
 //!   durable before their originals can go);
 //! - a released image is voided in place before `release_images` returns, durably at the
 //!   next commit (see it and `Backup::release_images`).
+//!
+//! With an NVRAM (`--log-nvram`, `nvram.rs`) the head's segment is written to an NVRAM slot
+//! instead of its leg and reaches the leg in the background; "synced" above then means
+//! synced in the NVRAM or on the leg, because recovery writes every staged slot onto its
+//! leg before the log is opened (`nvram::replay`).
 
 use crate::sync::{Mutex, MutexGuard};
 use std::io;
@@ -32,10 +37,13 @@ use super::format::{
     self, RecKind, RecMeta, Super, BATCH_RECORDS_MAX, BLOCK, LOG_MEMBERS_MAX, SUPER_BYTES,
 };
 
+mod clean;
 mod geometry;
+mod nvram;
 mod open;
 mod scan;
 mod segments;
+pub mod slot;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -43,11 +51,21 @@ mod tests_crash;
 #[cfg(test)]
 mod tests_gc;
 #[cfg(test)]
+mod tests_nvram;
+#[cfg(test)]
+mod tests_nvram_crash;
+#[cfg(test)]
 mod tests_prop;
 
 pub use geometry::Leg;
 use geometry::{size, Geometry};
+use nvram::Nvram;
+pub use nvram::{
+    nvram_bytes, replay as replay_nvram, NvramReplay, NvramStats, NVRAM_SLOTS_DEFAULT,
+    NVRAM_SLOTS_MAX,
+};
 use segments::Table;
+pub use slot::decode_slot;
 
 /// The default segment size (the cleaning unit).
 pub const SEGMENT_BYTES_DEFAULT: u64 = 128 << 10;
@@ -90,6 +108,8 @@ pub struct LogBackup {
     group: GroupCommit,
     /// The two void blocks and their CRCs.
     voids: [(Vec<u8>, u32); 2],
+    /// RAPID's segment buffers, if the log has them.
+    nv: Option<Nvram>,
 }
 
 fn lost(msg: &str) -> io::Error {
@@ -130,7 +150,33 @@ impl LogBackup {
             state: Mutex::new(state),
             group: GroupCommit::default(),
             voids,
+            nv: None,
         }
+    }
+
+    /// Put the NVRAM `dev` of `slots` segment buffers in front of the legs (before the
+    /// first put; its slots are marked free).
+    pub fn with_nvram(
+        mut self,
+        dev: std::sync::Arc<dyn crate::member::Member>,
+        slots: u32,
+    ) -> Result<LogBackup, raidlab::Error> {
+        let nv = Nvram::create(dev, &self.geo.legs, self.geo.seg, self.uuid, slots)?;
+        self.nv = Some(nv);
+        Ok(self)
+    }
+
+    /// The NVRAM's counters (`None` without one).
+    pub fn nvram_stats(&self) -> Option<NvramStats> {
+        self.nv.as_ref().map(Nvram::stats)
+    }
+
+    /// Note an NVRAM write or sync failure: the backup is lost from now on.
+    fn fail_nv(&self, st: &mut State, e: io::Error) -> io::Error {
+        let path = self.nv.as_ref().map_or("nvram", |n| n.path());
+        let msg = format!("{path}: {e}");
+        st.failed.get_or_insert(msg.clone());
+        io::Error::new(e.kind(), format!("log backup: {msg}"))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -147,7 +193,10 @@ impl LogBackup {
     fn check(&self, st: &State) -> io::Result<()> {
         match &st.failed {
             Some(m) => Err(lost(m)),
-            None => Ok(()),
+            None => match self.nv.as_ref().and_then(Nvram::failed) {
+                Some(m) => Err(lost(&m)),
+                None => Ok(()),
+            },
         }
     }
 
@@ -206,12 +255,21 @@ impl LogBackup {
         if st.super_tail + self.geo.log_bytes() < st.head + self.geo.seg {
             self.persist_tail(st)?;
         }
+        if let Some(nv) = &self.nv {
+            // May wait for a drain: RAPID's stall when no segment buffer is free.
+            let (leg, off) = self.geo.locate(st.head);
+            nv.enter(st.head, leg, off)
+                .map_err(|e| self.fail_nv(st, e))?;
+        }
         Ok(())
     }
 
     /// Sync every leg written since its last sync (under the state lock: the caller needs
     /// them durable before it writes the superblock).
     fn sync_dirty(&self, st: &mut State) -> io::Result<()> {
+        if let Some(nv) = &self.nv {
+            nv.sync().map_err(|e| self.fail_nv(st, e))?;
+        }
         for leg in 0..self.geo.legs.len() {
             if st.dirty[leg / 64] & (1 << (leg % 64)) != 0 {
                 self.geo.legs[leg]
@@ -264,10 +322,16 @@ impl LogBackup {
         format::encode_batch(epoch, head, next, staged, &mut buf[..BLOCK]);
         let (leg, off) = self.geo.locate(st.head);
         let bytes = (k + 1) * BLOCK;
-        if let Err(e) = self.geo.legs[leg].0.write_at(&st.buf[..bytes], off) {
-            return Err(self.fail(st, leg, e));
+        if let Some(nv) = &self.nv {
+            if let Err(e) = nv.write(st.head, &st.buf[..bytes]) {
+                return Err(self.fail_nv(st, e));
+            }
+        } else {
+            if let Err(e) = self.geo.legs[leg].0.write_at(&st.buf[..bytes], off) {
+                return Err(self.fail(st, leg, e));
+            }
+            st.dirty[leg / 64] |= 1 << (leg % 64);
         }
-        st.dirty[leg / 64] |= 1 << (leg % 64);
         st.stats.bytes_written += bytes as u64;
         st.staged.clear();
         st.head = next;
@@ -312,64 +376,6 @@ impl LogBackup {
         Ok(h)
     }
 
-    /// RAPID's cleaner: while fewer than `GC_MIN_FREE` segments are free, copy the tail
-    /// segment's live records forward from the primary cache (never reading the log), as
-    /// records of the page's newest sequence number, and free the segment.
-    fn gc(&self, st: &mut State, live: &dyn LiveData) -> io::Result<()> {
-        for _ in 0..self.geo.segments {
-            self.advance_tail(st);
-            if self.free_segments(st) >= GC_MIN_FREE || st.tail + self.geo.seg > st.head {
-                // Room enough, or only the head's own segment is left.
-                return Ok(());
-            }
-            let s = self.geo.seg_index(st.tail);
-            for i in 0..st.table.seg_len(s) {
-                let Some(h) = st.table.live_at(s, i) else {
-                    continue;
-                };
-                let e = st.table.entry(h).meta;
-                if e.kind != RecKind::Data {
-                    // An image's (or a plan's, or a partial parity's) bytes are not in the cache: it pins its segment until its
-                    // destage releases it. Stop cleaning; the put fails only if no segment
-                    // is left for it.
-                    return Ok(());
-                }
-                // The cache's newest version: never older than the record, so the copy
-                // never brings back an older version after a newer one.
-                let Some((seq, data)) = live.newest(e.lba) else {
-                    // A superseded version whose newer one is already destaged (the
-                    // destager releases a page's records before the cache lets it go, so
-                    // only such a record outlives its page): the writer that superseded it
-                    // is between its commit and its release. Dropped here, as the writer
-                    // would; a crash replays it, if the scan still finds it, before the
-                    // newer version, which stays in the scan range at least as long.
-                    st.table.release(h);
-                    st.stats.gc_records += 1;
-                    continue;
-                };
-                if seq < e.seq || data.len() != BLOCK {
-                    return Err(io::Error::other(format!(
-                        "log cleaner: live record of page {} (seq {}) is newer than the cache's (seq {seq})",
-                        e.lba, e.seq
-                    )));
-                }
-                let meta = RecMeta {
-                    lba: e.lba,
-                    seq,
-                    kind: RecKind::Data,
-                };
-                self.stage(st, Some(h), meta, data)?;
-                st.stats.gc_records += 1;
-            }
-            assert!(
-                st.table.seg_live(s) == 0,
-                "segment {s} still live after cleaning"
-            );
-            st.stats.gc_segments += 1;
-        }
-        Ok(())
-    }
-
     /// The leader's part of a group commit: write the staged batch, sync every leg written
     /// since its last sync (the syncs run without the state lock).
     fn commit_once(&self) -> io::Result<()> {
@@ -382,6 +388,13 @@ impl LogBackup {
             st.stats.commits += 1;
             std::mem::take(&mut st.dirty)
         };
+        if let Some(nv) = &self.nv {
+            // One NVRAM sync: the batches are in slots, or on legs their drainers synced.
+            if let Err(e) = nv.sync() {
+                let mut st = self.lock();
+                return Err(self.fail_nv(&mut st, e));
+            }
+        }
         for leg in 0..self.geo.legs.len() {
             if dirty[leg / 64] & (1 << (leg % 64)) != 0 {
                 if let Err(e) = self.geo.legs[leg].0.sync() {
@@ -466,22 +479,39 @@ impl Backup for LogBackup {
                     let at = (e.pos - st.head) as usize;
                     st.buf[at..at + BLOCK].copy_from_slice(&self.voids[void].0);
                 } else {
-                    writes.push((self.geo.locate(e.pos), void));
+                    writes.push((e.pos, self.geo.locate(e.pos), void));
                 }
             }
         }
-        for &((leg, off), void) in &writes {
+        let mut leg_writes = Vec::with_capacity(writes.len());
+        for &(pos, (leg, off), void) in &writes {
+            // A segment still in an NVRAM slot takes the void there (a replay must not bring
+            // the image back); the leg too once the slot's copy reached it.
+            let to_leg = match &self.nv {
+                Some(nv) => match nv.void(pos, &self.voids[void].0) {
+                    Ok(to_leg) => to_leg,
+                    Err(e) => {
+                        let mut st = self.lock();
+                        return Err(self.fail_nv(&mut st, e));
+                    }
+                },
+                None => true,
+            };
+            if !to_leg {
+                continue;
+            }
             if let Err(e) = self.geo.legs[leg].0.write_at(&self.voids[void].0, off) {
                 let mut st = self.lock();
                 return Err(self.fail(&mut st, leg, e));
             }
+            leg_writes.push(leg);
         }
         {
             let mut st = self.lock();
-            for &((leg, _), _) in &writes {
+            for &leg in &leg_writes {
                 st.dirty[leg / 64] |= 1 << (leg % 64);
-                st.stats.bytes_written += BLOCK64;
             }
+            st.stats.bytes_written += BLOCK64 * writes.len() as u64;
         }
         // The voids are synced by the next commit (the legs are marked above), and the tail
         // cannot pass them durably before: `persist_tail` syncs the marked legs first.
@@ -496,7 +526,7 @@ impl Backup for LogBackup {
     fn scan(&self) -> io::Result<Scan> {
         // The lock keeps writers off the log while the chain is read.
         let st = self.lock();
-        scan::scan_from(&self.geo, &self.voids, st.epoch, st.tail)
+        scan::scan_from(&self.geo, self.nv.as_ref(), &self.voids, st.epoch, st.tail)
     }
 
     /// The new epoch starts at the next segment start past the head (the tail must be at a
@@ -504,6 +534,14 @@ impl Backup for LogBackup {
     fn reset(&self) -> io::Result<()> {
         let mut st = self.lock();
         let start = st.head.div_ceil(self.geo.seg) * self.geo.seg;
+        if let Some(nv) = &self.nv {
+            // A drainer that failed is gone: the backup cannot come back in this run.
+            if let Some(m) = nv.failed() {
+                return Err(lost(&m));
+            }
+            // The head leaves its segment: its slot drains like any other.
+            nv.seal();
+        }
         st.staged.clear();
         st.table.clear();
         st.dirty = [0; LOG_MEMBERS_MAX / 64];
@@ -523,9 +561,13 @@ impl Backup for LogBackup {
 
     fn stats(&self) -> BackupStats {
         let st = self.lock();
+        let nv = self.nvram_stats().unwrap_or_default();
         BackupStats {
             live: st.table.live(),
             commit_calls: self.group.calls(),
+            nvram_slots: nv.slots,
+            nvram_stalls: nv.stalls,
+            nvram_drained: nv.drained,
             ..st.stats.clone()
         }
     }
@@ -533,8 +575,12 @@ impl Backup for LogBackup {
     fn describe(&self) -> String {
         let st = self.lock();
         let n = self.geo.legs.len();
+        let nv = match &self.nv {
+            Some(nv) => format!("; NVRAM of {} slots", nv.stats().slots),
+            None => String::new(),
+        };
         format!(
-            "log ({}, {n} leg{}, {}, {} segments of {}; {} free)",
+            "log ({}, {n} leg{}, {}, {} segments of {}; {} free{nv})",
             if n == 1 { "physical" } else { "logical" },
             if n == 1 { "" } else { "s" },
             size(self.geo.log_bytes()),

@@ -409,10 +409,15 @@ impl WriteBack {
             }),
             "backup_stats": self.backup.as_ref().map(|b| {
                 let b = b.stats();
-                json!({"records": b.records, "commits": b.commits, "commit_calls": b.commit_calls,
+                let mut v = json!({"records": b.records, "commits": b.commits, "commit_calls": b.commit_calls,
                        "bytes_written": b.bytes_written,
                        "gc_segments": b.gc_segments, "gc_records": b.gc_records, "live": b.live,
-                       "capacity": b.capacity})
+                       "capacity": b.capacity});
+                // Apart: one more key takes the status's json! past the macro recursion limit.
+                v["nvram_slots"] = b.nvram_slots.into();
+                v["nvram_stalls"] = b.nvram_stalls.into();
+                v["nvram_drained"] = b.nvram_drained.into();
+                v
             }),
         })
     }

@@ -16,10 +16,9 @@ use std::sync::Arc;
 
 use raidlab::cache::write::OrderKind;
 use raidlab::{Error, Result};
-use serde_json::{json, Value};
 
 use super::backup::Backup;
-use super::log::{Leg, LogBackup};
+use super::log::{nvram_bytes, replay_nvram, Leg, LogBackup, NVRAM_SLOTS_DEFAULT, NVRAM_SLOTS_MAX};
 use super::mirror::{mirror_bytes, MirrorBackup};
 use super::recover::{replay, Replayed};
 use super::{BackupKind, WbSpec, WriteBack, BLOCK};
@@ -41,6 +40,9 @@ pub struct WbOptions {
     /// Bytes of log (all legs together).
     pub log_bytes: u64,
     pub segment_bytes: u64,
+    /// The log's NVRAM segment buffers (`--log-nvram`, `--log-nvram-slots`): the file and
+    /// its slot count.
+    pub nvram: Option<(PathBuf, u32)>,
 }
 
 /// Largest write cache in MiB (frames are allocated up front).
@@ -138,7 +140,47 @@ impl WbOptions {
             path: path.map(PathBuf::from),
             log_bytes,
             segment_bytes,
+            nvram: None,
         })
+    }
+
+    /// Back the log with an NVRAM file of `slots` segment buffers (default
+    /// `NVRAM_SLOTS_DEFAULT`); `slots` without a file, or a file without the log backup, is
+    /// refused naming the option.
+    pub fn with_nvram(mut self, path: Option<&str>, slots: Option<u32>) -> Result<WbOptions> {
+        let Some(path) = path else {
+            if slots.is_some() {
+                return Err(Error::config(
+                    "--log-nvram-slots",
+                    "given without --log-nvram",
+                ));
+            }
+            return Ok(self);
+        };
+        if !matches!(self.backup, BackupKind::Log { .. }) {
+            return Err(Error::config(
+                "--log-nvram",
+                "the NVRAM buffers the log backup: it needs --backup log",
+            ));
+        }
+        if path.is_empty() {
+            return Err(Error::config(
+                "--log-nvram",
+                "expected a file path, got \"\"",
+            ));
+        }
+        let slots = slots.unwrap_or(NVRAM_SLOTS_DEFAULT);
+        if slots == 0 || slots > NVRAM_SLOTS_MAX {
+            return Err(Error::config(
+                "--log-nvram-slots",
+                format!("expected 1 to {NVRAM_SLOTS_MAX}, got {slots}"),
+            ));
+        }
+        // Absolute in wb.json, so a restart from another directory finds it.
+        let path = std::path::absolute(path)
+            .map_err(|e| Error::config("--log-nvram", format!("{path}: {e}")))?;
+        self.nvram = Some((path, slots));
+        Ok(self)
     }
 
     /// At most `n` destages in flight (one destage round's groups), the simulator's
@@ -165,84 +207,10 @@ impl WbOptions {
     }
 }
 
-/// The record of the backup in use, as kept in `DIR/wb.json`.
-#[derive(Debug, Clone, PartialEq)]
-struct Record {
-    kind: String,
-    /// (path, base offset, bytes) of each place the backup lives.
-    legs: Vec<(String, u64, u64)>,
-    segment_bytes: u64,
-}
-
-impl Record {
-    fn to_json(&self) -> Value {
-        json!({
-            "kind": self.kind,
-            "legs": self.legs.iter().map(|(p, b, n)| json!({"path": p, "base": b, "bytes": n})).collect::<Vec<_>>(),
-            "segment_bytes": self.segment_bytes,
-        })
-    }
-
-    fn parse(text: &str, file: &str) -> Result<Record> {
-        let bad = |m: &str| Error::Store {
-            path: file.to_string(),
-            msg: format!(
-                "{m} (this file records where the write cache's backup is; do not edit it)"
-            ),
-        };
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| bad(&format!("not JSON: line {}: {e}", e.line())))?;
-        let kind = v["kind"]
-            .as_str()
-            .ok_or_else(|| bad("no \"kind\""))?
-            .to_string();
-        if !["mirror", "log", "log-logical"].contains(&kind.as_str()) {
-            return Err(bad(&format!("unknown kind {kind:?}")));
-        }
-        let legs = v["legs"]
-            .as_array()
-            .ok_or_else(|| bad("no \"legs\""))?
-            .iter()
-            .map(
-                |l| match (l["path"].as_str(), l["base"].as_u64(), l["bytes"].as_u64()) {
-                    (Some(p), Some(b), Some(n)) => Ok((p.to_string(), b, n)),
-                    _ => Err(bad("a leg lacks path, base or bytes")),
-                },
-            )
-            .collect::<Result<Vec<_>>>()?;
-        if legs.is_empty() || legs.len() > super::format::LOG_MEMBERS_MAX {
-            return Err(bad("no legs, or too many"));
-        }
-        Ok(Record {
-            kind,
-            legs,
-            segment_bytes: v["segment_bytes"].as_u64().unwrap_or(0),
-        })
-    }
-}
-
-/// Check the text of a `wb.json` (the fuzz target's entry): `Err` names `file` and what
-/// is wrong.
-pub fn parse_record(text: &str, file: &str) -> Result<()> {
-    Record::parse(text, file).map(|_| ())
-}
-
-/// Record a backup in `DIR/wb.json` (`kind`: mirror, log or log-logical; `legs`: path,
-/// base and bytes of each place it lives), durably. `start` writes it itself; tests that
-/// build a backup by hand call this.
-pub fn write_record(
-    dir: &Path,
-    kind: &str,
-    legs: &[(String, u64, u64)],
-    segment_bytes: u64,
-) -> Result<()> {
-    let rec = Record {
-        kind: kind.to_string(),
-        legs: legs.to_vec(),
-        segment_bytes,
-    };
-    write_durably(dir, &dir.join(RECORD_FILE), &rec.to_json().to_string())
-}
+#[path = "setup_record.rs"]
+mod record;
+use record::Record;
+pub use record::{parse_record, write_record, write_record_with_nvram};
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Store {
@@ -349,7 +317,30 @@ fn open_recorded(rec: &Record, uuid: [u8; 16]) -> Result<Option<Box<dyn Backup>>
             MirrorBackup::open(open_sized(Path::new(p), *bytes, false)?, uuid)?
                 .map(|m| Box::new(m) as Box<dyn Backup>)
         }
-        _ => Some(Box::new(LogBackup::open(open_legs(rec, false)?, uuid)?) as Box<dyn Backup>),
+        _ => {
+            let legs = open_legs(rec, false)?;
+            if let Some((p, slots)) = &rec.nvram {
+                // The NVRAM's staged segments go onto their legs before the log is read.
+                let seg = rec.segment_bytes;
+                let dev = open_sized(Path::new(p), nvram_bytes(*slots, seg), false)
+                    .map_err(|e| match e {
+                        Error::Store { path, msg } if msg.contains("missing") => Error::Store {
+                            path,
+                            msg: "the log's NVRAM recorded in wb.json is missing: the last run's acknowledged writes may be only there".into(),
+                        },
+                        e => e,
+                    })?;
+                let r = replay_nvram(&dev, &legs, seg, uuid, *slots)?;
+                if r.replayed > 0 || r.ignored > 0 {
+                    crate::info!(
+                        "{p}: {} NVRAM segment(s) written to the log, {} slot(s) ignored",
+                        r.replayed,
+                        r.ignored
+                    );
+                }
+            }
+            Some(Box::new(LogBackup::open(legs, uuid)?) as Box<dyn Backup>)
+        }
     })
 }
 
@@ -453,6 +444,7 @@ pub fn start(
                 kind: "mirror".into(),
                 legs: vec![(path.display().to_string(), 0, mirror_bytes(slots))],
                 segment_bytes: 0,
+                nvram: None,
             };
             write_durably(dir, &rec_path, &rec.to_json().to_string())?;
             Some(Box::new(m))
@@ -477,6 +469,7 @@ pub fn start(
                 kind: if logical { "log-logical" } else { "log" }.into(),
                 legs,
                 segment_bytes: o.segment_bytes,
+                nvram: o.nvram.as_ref().map(|(p, k)| (p.display().to_string(), *k)),
             };
             let mut legs = open_legs(&rec, true)?;
             if logical {
@@ -504,6 +497,13 @@ pub fn start(
                 ),
                 e => e,
             })?;
+            let l = match &o.nvram {
+                Some((p, slots)) => {
+                    let dev = open_sized(p, nvram_bytes(*slots, o.segment_bytes), true)?;
+                    l.with_nvram(dev, *slots)?
+                }
+                None => l,
+            };
             write_durably(dir, &rec_path, &rec.to_json().to_string())?;
             Some(Box::new(l))
         }

@@ -79,6 +79,41 @@ fn options_parse_with_defaults_and_name_each_bad_value() {
 }
 
 #[test]
+fn nvram_options_need_the_log_and_name_each_bad_value() {
+    let log = opts(("stow", "80/20", "log", "logical", None, "128KiB")).unwrap();
+    assert_eq!(log.nvram, None);
+    let nv = std::env::current_dir().unwrap().join("nv");
+    let o = log.clone().with_nvram(Some("nv"), None).unwrap();
+    assert_eq!(o.nvram, Some((nv.clone(), NVRAM_SLOTS_DEFAULT)));
+    let o = log.clone().with_nvram(Some("nv"), Some(8)).unwrap();
+    assert_eq!(o.nvram, Some((nv, 8)));
+    assert_eq!(log.clone().with_nvram(None, None).unwrap(), log);
+    let mirror = opts(("stow", "80/20", "mirror", "physical", None, "128KiB")).unwrap();
+    for (o, path, slots, key, why) in [
+        (&mirror, Some("nv"), None, "--log-nvram", "--backup log"),
+        (&log, Some(""), None, "--log-nvram", "a file path"),
+        (&log, Some("nv"), Some(0), "--log-nvram-slots", "got 0"),
+        (
+            &log,
+            Some("nv"),
+            Some(NVRAM_SLOTS_MAX + 1),
+            "--log-nvram-slots",
+            "1 to",
+        ),
+        (
+            &log,
+            None,
+            Some(4),
+            "--log-nvram-slots",
+            "without --log-nvram",
+        ),
+    ] {
+        let e = o.clone().with_nvram(path, slots).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(why), "{e}");
+    }
+}
+
+#[test]
 fn records_round_trip_and_bad_ones_name_the_file() {
     let r = Record {
         kind: "log-logical".into(),
@@ -87,6 +122,7 @@ fn records_round_trip_and_bad_ones_name_the_file() {
             ("d1".into(), 1 << 20, 4 << 20),
         ],
         segment_bytes: 131072,
+        nvram: Some(("nv".into(), 4)),
     };
     assert_eq!(
         Record::parse(&r.to_json().to_string(), "wb.json").unwrap(),
@@ -98,6 +134,9 @@ fn records_round_trip_and_bad_ones_name_the_file() {
         r#"{"kind": "tape", "legs": [{"path": "x", "base": 0, "bytes": 1}]}"#,
         r#"{"kind": "mirror", "legs": []}"#,
         r#"{"kind": "mirror", "legs": [{"path": "x"}]}"#,
+        r#"{"kind": "mirror", "legs": [{"path": "x", "base": 0, "bytes": 1}], "nvram": {"path": "n", "slots": 4}}"#,
+        r#"{"kind": "log", "legs": [{"path": "x", "base": 0, "bytes": 1}], "segment_bytes": 65536, "nvram": {"path": "n", "slots": 0}}"#,
+        r#"{"kind": "log", "legs": [{"path": "x", "base": 0, "bytes": 1}], "segment_bytes": 65536, "nvram": {"slots": 4}}"#,
     ] {
         let e = parse_record(bad, "DIR/wb.json").unwrap_err().to_string();
         assert!(e.contains("DIR/wb.json"), "{e}");

@@ -9,7 +9,7 @@ use raidlab_store::crash::Materialiser;
 use raidlab_store::format::{self, CreateSpec};
 use raidlab_store::wb::mirror::mirror_bytes;
 
-use crate::rig::{Cfg, Mode, BACKUP_FILE, CHUNK, LOG_SEGMENT, MIRROR_SLOTS, ROWS};
+use crate::rig::{Cfg, Mode, BACKUP_FILE, CHUNK, LOG_SEGMENT, MIRROR_SLOTS, NVRAM_SLOTS, ROWS};
 
 /// A scratch directory, removed on drop.
 pub struct Scratch(pub PathBuf);
@@ -30,6 +30,8 @@ pub struct Fixture {
     pub members: Vec<PathBuf>,
     pub backup: PathBuf,
     pub backup_bytes: u64,
+    /// `Mode::LogNvram`'s NVRAM file (just before the backup file in `paths`).
+    pub nvram: Option<PathBuf>,
 }
 
 pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
@@ -57,13 +59,23 @@ pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
         .and_then(|f| f.set_len(BACKUP_FILE))
         .expect("backup file");
     let backup_bytes = match cfg.mode {
-        Mode::Log => BACKUP_FILE - (64 << 10),
+        Mode::Log | Mode::LogNvram => BACKUP_FILE - (64 << 10),
         _ => mirror_bytes(MIRROR_SLOTS),
     };
     write_record(&dir.0, cfg.mode, &backup, backup_bytes);
     let mut paths: Vec<PathBuf> = created.members.clone();
     paths.extend(created.spares.iter().cloned());
     let mut extents = vec![vec![(0, 16 << 10), (data0, data1)]; paths.len()];
+    let nvram = (cfg.mode == Mode::LogNvram).then(|| {
+        let p = nvram_path(&dir.0);
+        let bytes = raidlab_store::wb::log::nvram_bytes(NVRAM_SLOTS, LOG_SEGMENT);
+        std::fs::File::create(&p)
+            .and_then(|f| f.set_len(bytes))
+            .expect("nvram file");
+        paths.push(p.clone());
+        extents.push(vec![(0, bytes)]);
+        p
+    });
     paths.push(backup.clone());
     extents.push(vec![(0, backup_bytes)]);
     let base = Materialiser::capture_each(paths.clone(), extents.clone()).expect("images");
@@ -75,7 +87,12 @@ pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
         members: created.members,
         backup,
         backup_bytes,
+        nvram,
     }
+}
+
+fn nvram_path(dir: &std::path::Path) -> PathBuf {
+    dir.join("wb-nvram.img")
 }
 
 /// Record the backup in `wb.json` as `serve` does before its first cached write (a
@@ -90,6 +107,16 @@ pub(crate) fn write_record(
     match mode {
         Mode::Mirror => raidlab_store::wb::setup::write_record(dir, "mirror", &legs, 0),
         Mode::Log => raidlab_store::wb::setup::write_record(dir, "log", &legs, LOG_SEGMENT),
+        Mode::LogNvram => {
+            let nv = nvram_path(dir).to_string_lossy().into_owned();
+            raidlab_store::wb::setup::write_record_with_nvram(
+                dir,
+                "log",
+                &legs,
+                LOG_SEGMENT,
+                Some((&nv, NVRAM_SLOTS)),
+            )
+        }
         _ => Ok(()),
     }
     .expect("wb.json");

@@ -28,6 +28,8 @@ const CACHE_PAGES: u64 = 48;
 pub(crate) const MIRROR_SLOTS: u64 = 2 * CACHE_PAGES + 32;
 pub(crate) const LOG_SEGMENT: u64 = 64 << 10;
 pub(crate) const BACKUP_FILE: u64 = 1 << 20;
+/// NVRAM slots of `Mode::LogNvram`: few, so writers wait for drains.
+pub(crate) const NVRAM_SLOTS: u32 = 2;
 
 pub(crate) use crate::fixture::write_record;
 pub use crate::fixture::{fixture, Fixture};
@@ -40,11 +42,14 @@ pub enum Mode {
     Volatile,
     Mirror,
     Log,
+    /// The log behind NVRAM segment buffers (`--log-nvram`): its drainer threads run under
+    /// the scheduler too.
+    LogNvram,
 }
 
 impl Mode {
     pub(crate) fn backed(self) -> bool {
-        matches!(self, Mode::Mirror | Mode::Log)
+        matches!(self, Mode::Mirror | Mode::Log | Mode::LogNvram)
     }
 }
 
@@ -349,6 +354,12 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
                     let f: Arc<dyn Member> =
                         Arc::new(FileMember::open(&fx.backup.to_string_lossy()).expect("backup"));
                     let rec = RecordingMember::wrap(f, fx.paths.len() - 1, &j);
+                    // The NVRAM file, just before the backup file in the journal's order.
+                    let nvram = fx.nvram.as_ref().map(|p| {
+                        let f: Arc<dyn Member> =
+                            Arc::new(FileMember::open(&p.to_string_lossy()).expect("nvram"));
+                        RecordingMember::wrap(f, fx.paths.len() - 2, &j)
+                    });
                     let fault = Arc::new(FaultMember::new(rec));
                     backup_fault = Some(fault.clone());
                     let bdev: Arc<dyn Member> = fault;
@@ -357,15 +368,19 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
                             MirrorBackup::create(bdev, a.uuid, MIRROR_SLOTS, 0).expect("mirror"),
                         )
                     } else {
-                        Box::new(
-                            LogBackup::create(
+                        Box::new({
+                            let log = LogBackup::create(
                                 vec![(bdev, 0, fx.backup_bytes)],
                                 a.uuid,
                                 LOG_SEGMENT,
                                 CACHE_PAGES,
                             )
-                            .expect("log"),
-                        )
+                            .expect("log");
+                            match nvram {
+                                Some(nv) => log.with_nvram(nv, NVRAM_SLOTS).expect("nvram"),
+                                None => log,
+                            }
+                        })
                     })
                 }
             };

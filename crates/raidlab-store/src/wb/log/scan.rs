@@ -5,11 +5,24 @@ use std::io;
 use super::super::backup::{Found, Scan};
 use super::super::format::{self, BATCH_RECORDS_MAX, BLOCK};
 use super::geometry::Geometry;
+use super::nvram::Nvram;
 use super::BLOCK64;
+
+/// Read `buf` at virtual position `pos`: from its NVRAM slot if one holds the segment.
+fn read(geo: &Geometry, nv: Option<&Nvram>, pos: u64, buf: &mut [u8]) -> io::Result<()> {
+    if let Some(nv) = nv {
+        if nv.read(pos, buf)? {
+            return Ok(());
+        }
+    }
+    let (leg, off) = geo.locate(pos);
+    geo.legs[leg].0.read_at(buf, off)
+}
 
 /// Follow the batch chain from `tail` in `epoch`: every record whose data matches.
 pub(super) fn scan_from(
     geo: &Geometry,
+    nv: Option<&Nvram>,
     voids: &[(Vec<u8>, u32); 2],
     epoch: u64,
     tail: u64,
@@ -24,9 +37,7 @@ pub(super) fn scan_from(
         if pos >= limit {
             break;
         }
-        let (leg, off) = geo.locate(pos);
-        let dev = &geo.legs[leg].0;
-        dev.read_at(&mut header, off)?;
+        read(geo, nv, pos, &mut header)?;
         let Some(b) = format::decode_batch(&header, epoch, pos) else {
             break;
         };
@@ -40,7 +51,7 @@ pub(super) fn scan_from(
         }
         let data = &mut data[..n * BLOCK];
         if n > 0 {
-            dev.read_at(data, off + BLOCK64)?;
+            read(geo, nv, pos + BLOCK64, data)?;
         }
         for ((meta, crc), block) in b.records.iter().zip(data.chunks(BLOCK)) {
             if format::data_crc(block) == *crc {

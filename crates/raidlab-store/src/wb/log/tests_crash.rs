@@ -6,19 +6,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::super::backup::{Backup, LiveData};
+use super::super::backup::{Backup, LiveData, Scan};
 use super::super::format::{RecKind, RecMeta, SUPERS_BYTES};
 use super::*;
 use crate::crash::{self, RecordingMember};
 use crate::member::{MemMember, Member};
 
-const SEG: u64 = 16 << 10;
-const UUID: [u8; 16] = [3; 16];
+pub(super) const SEG: u64 = 16 << 10;
+pub(super) const UUID: [u8; 16] = [3; 16];
 const PAGES: u64 = 6;
 /// Image records use their own page numbers.
 const IMAGE_LBA: u64 = 1000;
 
-fn page(lba: u64, seq: u64) -> Vec<u8> {
+pub(super) fn page(lba: u64, seq: u64) -> Vec<u8> {
     let mut b = vec![(seq as u8).wrapping_mul(31); BLOCK];
     b[..8].copy_from_slice(&lba.to_le_bytes());
     b[8..16].copy_from_slice(&seq.to_le_bytes());
@@ -26,7 +26,7 @@ fn page(lba: u64, seq: u64) -> Vec<u8> {
 }
 
 #[derive(Default)]
-struct Cache(BTreeMap<u64, (u64, Vec<u8>)>);
+pub(super) struct Cache(BTreeMap<u64, (u64, Vec<u8>)>);
 
 impl LiveData for Cache {
     fn newest(&self, lba: u64) -> Option<(u64, &[u8])> {
@@ -38,13 +38,13 @@ impl LiveData for Cache {
 /// may return as its newest, and whether it may return none (the members hold it); and the
 /// images whose release was acknowledged (never to be seen again).
 #[derive(Clone, Default)]
-struct Promise {
+pub(super) struct Promise {
     floor: BTreeMap<u64, (u64, bool)>,
     voided: Vec<u64>,
 }
 
-struct Run {
-    log: LogBackup,
+pub(super) struct Run {
+    pub(super) log: LogBackup,
     journal: crash::SharedJournal,
     cache: Cache,
     /// Per page, its unreleased records (seq, handle); the last one is the newest.
@@ -57,12 +57,25 @@ struct Run {
 }
 
 impl Run {
+    pub(super) fn new(log: LogBackup, journal: &crash::SharedJournal) -> Run {
+        Run {
+            log,
+            journal: journal.clone(),
+            cache: Cache::default(),
+            recs: BTreeMap::new(),
+            promise: Promise::default(),
+            acks: Vec::new(),
+            seq: 0,
+            pending: 0,
+        }
+    }
+
     fn ack(&mut self) {
         let at = crash::ack(&self.journal, self.acks.len() as u64);
         self.acks.push((at, self.promise.clone()));
     }
 
-    fn put(&mut self, lba: u64) {
+    pub(super) fn put(&mut self, lba: u64) {
         self.seq += 1;
         self.cache.0.insert(lba, (self.seq, page(lba, self.seq)));
         let meta = RecMeta {
@@ -79,7 +92,7 @@ impl Run {
     }
 
     /// Commit, acknowledge, then release the versions the commit superseded.
-    fn commit(&mut self) {
+    pub(super) fn commit(&mut self) {
         self.log.commit().unwrap();
         for (lba, rs) in &self.recs {
             let newest = rs.last().expect("a record").0;
@@ -97,7 +110,7 @@ impl Run {
     }
 
     /// The page's newest version reached the members (synced): release its records.
-    fn destage(&mut self, lba: u64) {
+    pub(super) fn destage(&mut self, lba: u64) {
         let Some(rs) = self.recs.remove(&lba) else {
             return;
         };
@@ -109,7 +122,7 @@ impl Run {
         self.ack();
     }
 
-    fn image(&mut self, n: u64) {
+    pub(super) fn image(&mut self, n: u64) {
         self.seq += 1;
         let seq = self.seq;
         let meta = RecMeta {
@@ -150,36 +163,9 @@ fn every_crash_state_recovers_every_acknowledged_write() {
         .collect();
     let log = LogBackup::open(legs, UUID).unwrap();
     log.reset().unwrap();
-    let mut run = Run {
-        log,
-        journal: journal.clone(),
-        cache: Cache::default(),
-        recs: BTreeMap::new(),
-        promise: Promise::default(),
-        acks: Vec::new(),
-        seq: 0,
-        pending: 0,
-    };
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rng = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    for _ in 0..220 {
-        match rng() % 12 {
-            0..=6 => run.put(rng() % PAGES),
-            7..=8 => run.commit(),
-            9 | 10 if run.pending == 0 => run.destage(rng() % PAGES),
-            11 => run.image(rng() % 3),
-            _ => {}
-        }
-        if run.pending >= 4 {
-            run.commit();
-        }
-    }
-    run.commit();
+    let mut run = Run::new(log, &journal);
+    let mut rng = xorshift(0x9e37_79b9_7f4a_7c15);
+    run.drive(220, &mut rng);
     let st = run.log.stats();
     assert!(st.gc_segments > 0 && st.gc_records > 0, "{st:?}");
     assert!(
@@ -202,6 +188,42 @@ fn every_crash_state_recovers_every_acknowledged_write() {
             })
             .collect();
         let scan = LogBackup::open(legs, UUID).unwrap().scan().unwrap();
+        run.check(state, &scan);
+    }
+}
+
+/// A seeded xorshift generator.
+pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+impl Run {
+    /// `steps` random puts, commits, destages and images, then a last commit.
+    pub(super) fn drive(&mut self, steps: usize, rng: &mut dyn FnMut() -> u64) {
+        for _ in 0..steps {
+            match rng() % 12 {
+                0..=6 => self.put(rng() % PAGES),
+                7..=8 => self.commit(),
+                9 | 10 if self.pending == 0 => self.destage(rng() % PAGES),
+                11 => self.image(rng() % 3),
+                _ => {}
+            }
+            if self.pending >= 4 {
+                self.commit();
+            }
+        }
+        self.commit();
+    }
+
+    /// The scan of crash state `state` keeps every promise acknowledged before its cut.
+    pub(super) fn check(&self, state: &crash::CrashState, scan: &Scan) {
+        let run = self;
         let promise = run
             .acks
             .iter()

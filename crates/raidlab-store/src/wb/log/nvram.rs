@@ -1,0 +1,561 @@
+//! RAPID-Cache's NVRAM segment buffers in front of the log's legs (`--log-nvram`).
+//!
+//! A file (tmpfs emulates NVRAM: memory speed, no model disk time) holds N slots, each a
+//! header block (`slot.rs`) and one segment image. When the log's head enters a segment, a
+//! free slot is assigned to it (its header written, state staged); every batch of that
+//! segment is written into the slot, and a group commit syncs the NVRAM file instead of
+//! the leg. When the head enters the next segment the slot is sealed and queued to its
+//! leg's drainer thread, which writes the whole image to the leg (through the leg's
+//! member, so a disk-timed member charges model disk time, in the foreground class as the
+//! log's own writes), syncs the leg, then rewrites the header as free and syncs the NVRAM
+//! file; only then may the slot be assigned again. A writer whose segment needs a slot
+//! while every slot is staged waits for a drain (RAPID's stall). One drainer per leg keeps
+//! a leg's segment writes in sealing order, so an older lap never lands after a newer one.
+//!
+//! A released image's void write (`LogBackup::release_images`) to a segment that still
+//! has a slot goes to the slot, so a replay cannot bring the image back; if the drainer is
+//! copying the slot at that moment it rewrites the void on the leg after its copy
+//! (`redo`), and once the copy is done the void goes to the leg as well (and the leg is
+//! synced by the next commit).
+//!
+//! Durability. A batch is acknowledged after the NVRAM sync that follows its write to the
+//! slot, and the slot's staged header was written before that batch, so an acknowledged
+//! batch is durable in a slot whose header is valid and staged, or (once the header says
+//! free) on its leg: the free header is written only after the leg's copy is synced.
+//! Recovery (`replay`) writes every staged slot's image onto its leg, oldest assignment
+//! first, syncs the legs, marks the slots free, and only then opens the log, so the log's
+//! own rules (the chain of batch headers, the superblock's tail) see the legs as if every
+//! batch had been written there directly. A header that fails to decode (torn, blank, bad
+//! CRC) is ignored: a header is written only when its slot holds nothing unacknowledged
+//! that is not also on a synced leg (at assignment, the slot's previous image is on its
+//! leg and its free header synced; at release, the image is on its synced leg), so no
+//! acknowledged batch depends on a header write that a crash could tear. Stale bytes past
+//! the last batch of a slot are an older segment's; the log's headers name their own
+//! position and epoch, so a scan never takes them for batches. A valid staged header that
+//! names another array or a place outside the log is not a crash state: recovery refuses
+//! it with an error naming the NVRAM file.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+
+use super::geometry::Leg;
+use super::slot::{SlotHeader, SlotState, SLOT_HEADER_BLOCK};
+use crate::member::Member;
+use crate::sync::{thread, Condvar, Mutex, MutexGuard};
+
+/// Slots when `--log-nvram-slots` is not given (the RAPID experiment's segment buffers).
+pub const NVRAM_SLOTS_DEFAULT: u32 = 4;
+/// Most slots.
+pub const NVRAM_SLOTS_MAX: u32 = 256;
+
+/// Bytes an NVRAM file of `slots` slots of `seg`-byte segments needs.
+pub fn nvram_bytes(slots: u32, seg: u64) -> u64 {
+    u64::from(slots) * (SLOT_HEADER_BLOCK + seg)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Free,
+    /// The head's segment: batches are written here.
+    Open,
+    /// Queued to its leg's drainer.
+    Sealed,
+    /// The drainer is copying it to the leg.
+    Draining,
+    /// Copied to the leg; the leg's sync and the free header are pending.
+    Drained,
+}
+
+#[derive(Debug)]
+struct Slot {
+    state: Use,
+    pos: u64,
+    leg: usize,
+    leg_off: u64,
+    /// Void blocks written while the drainer copied the slot: (offset in the segment, bytes).
+    redo: Vec<(u64, Vec<u8>)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    slots: Vec<Slot>,
+    /// Per leg, its sealed slots in sealing order.
+    queues: Vec<VecDeque<usize>>,
+    next_generation: u64,
+    failed: Option<String>,
+    stop: bool,
+    /// Segments that waited for a free slot, and slots drained.
+    stalls: u64,
+    drained: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    dev: Arc<dyn Member>,
+    legs: Vec<Arc<dyn Member>>,
+    seg: u64,
+    uuid: [u8; 16],
+    state: Mutex<State>,
+    /// A slot became free, or a drainer failed.
+    freed: Condvar,
+    /// A slot was sealed, or stop.
+    work: Condvar,
+}
+
+/// The NVRAM slots and their drainers (stopped and joined on drop).
+#[derive(Debug)]
+pub(super) struct Nvram {
+    sh: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+/// NVRAM counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NvramStats {
+    pub slots: u64,
+    pub stalls: u64,
+    pub drained: u64,
+}
+
+fn free_header(uuid: [u8; 16]) -> Vec<u8> {
+    SlotHeader {
+        state: SlotState::Free,
+        uuid,
+        generation: 0,
+        leg: 0,
+        leg_offset: 0,
+        pos: 0,
+        len: 0,
+    }
+    .encode()
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn slot_off(&self, i: usize) -> u64 {
+        i as u64 * (SLOT_HEADER_BLOCK + self.seg)
+    }
+
+    fn seg_start(&self, pos: u64) -> u64 {
+        pos - pos % self.seg
+    }
+
+    /// The slot holding the segment of `pos` (any state but free).
+    fn find(&self, st: &State, pos: u64) -> Option<usize> {
+        let start = self.seg_start(pos);
+        st.slots
+            .iter()
+            .position(|s| s.state != Use::Free && s.pos == start)
+    }
+
+    /// A drainer's failure (on `dev`): the backup is lost, waiters wake to the error.
+    fn fail(&self, dev: &dyn Member, e: io::Error, what: &str) {
+        let mut st = self.lock();
+        st.failed
+            .get_or_insert_with(|| format!("{}: {what}: {e}", dev.path()));
+        drop(st);
+        self.freed.notify_all();
+    }
+
+    /// Leg `leg`'s drainer: copy each sealed slot to the leg, sync it, free the slot.
+    fn drain(&self, leg: usize) {
+        let mut image = vec![0u8; self.seg as usize];
+        loop {
+            let (i, leg_off) = {
+                let mut st = self.lock();
+                let i = loop {
+                    if st.stop || st.failed.is_some() {
+                        return;
+                    }
+                    if let Some(i) = st.queues[leg].pop_front() {
+                        break i;
+                    }
+                    st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                };
+                // From here a void written to the slot is also queued for the leg.
+                st.slots[i].state = Use::Draining;
+                (i, st.slots[i].leg_off)
+            };
+            let dev = &self.legs[leg];
+            let at = self.slot_off(i) + SLOT_HEADER_BLOCK;
+            if let Err(e) = self.dev.read_at(&mut image, at) {
+                return self.fail(&*self.dev, e, "reading a slot");
+            }
+            if let Err(e) = dev.write_at(&image, leg_off) {
+                return self.fail(&**dev, e, "writing a segment to its leg");
+            }
+            loop {
+                let redo = {
+                    let mut st = self.lock();
+                    if st.slots[i].redo.is_empty() {
+                        st.slots[i].state = Use::Drained;
+                        break;
+                    }
+                    std::mem::take(&mut st.slots[i].redo)
+                };
+                for (off, b) in redo {
+                    if let Err(e) = dev.write_at(&b, leg_off + off) {
+                        return self.fail(&**dev, e, "writing a void to its leg");
+                    }
+                }
+            }
+            if let Err(e) = dev.sync() {
+                return self.fail(&**dev, e, "syncing a leg");
+            }
+            let r = self
+                .dev
+                .write_at(&free_header(self.uuid), self.slot_off(i))
+                .and_then(|()| self.dev.sync());
+            if let Err(e) = r {
+                return self.fail(&*self.dev, e, "freeing a slot");
+            }
+            let mut st = self.lock();
+            st.slots[i].state = Use::Free;
+            st.drained += 1;
+            drop(st);
+            self.freed.notify_all();
+        }
+    }
+}
+
+impl Nvram {
+    /// Take `dev` as the NVRAM of a log on `legs` with `seg`-byte segments: every slot is
+    /// marked free (whatever an earlier run left was replayed before this), then synced.
+    pub fn create(
+        dev: Arc<dyn Member>,
+        legs: &[Leg],
+        seg: u64,
+        uuid: [u8; 16],
+        slots: u32,
+    ) -> Result<Nvram, raidlab::Error> {
+        let bad = |msg: String| raidlab::Error::Store {
+            path: dev.path().to_string(),
+            msg,
+        };
+        if slots == 0 || slots > NVRAM_SLOTS_MAX {
+            return Err(raidlab::Error::config(
+                "--log-nvram-slots",
+                format!("expected 1 to {NVRAM_SLOTS_MAX}, got {slots}"),
+            ));
+        }
+        let need = nvram_bytes(slots, seg);
+        if dev.len_bytes() < need {
+            return Err(bad(format!(
+                "{} bytes is too small for {slots} NVRAM slots of {seg}-byte segments (needs {need})",
+                dev.len_bytes()
+            )));
+        }
+        let sh = Shared {
+            dev: dev.clone(),
+            legs: legs.iter().map(|l| l.0.clone()).collect(),
+            seg,
+            uuid,
+            state: Mutex::new(State {
+                slots: (0..slots)
+                    .map(|_| Slot {
+                        state: Use::Free,
+                        pos: 0,
+                        leg: 0,
+                        leg_off: 0,
+                        redo: Vec::new(),
+                    })
+                    .collect(),
+                queues: vec![VecDeque::new(); legs.len()],
+                // Generations only order slots of one run (recovery frees every slot
+                // before a new run assigns one).
+                next_generation: 1,
+                ..State::default()
+            }),
+            freed: Condvar::new(),
+            work: Condvar::new(),
+        };
+        let free = free_header(uuid);
+        for i in 0..slots as usize {
+            dev.write_at(&free, sh.slot_off(i))
+                .map_err(|e| bad(format!("writing an NVRAM slot header: {e}")))?;
+        }
+        dev.sync()
+            .map_err(|e| bad(format!("syncing the NVRAM: {e}")))?;
+        let sh = Arc::new(sh);
+        let threads = (0..legs.len())
+            .map(|leg| {
+                let sh = sh.clone();
+                thread::spawn(move || sh.drain(leg))
+            })
+            .collect();
+        Ok(Nvram { sh, threads })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.sh.lock()
+    }
+
+    pub fn path(&self) -> &str {
+        self.sh.dev.path()
+    }
+
+    /// The error that lost the NVRAM's backup, if any.
+    pub fn failed(&self) -> Option<String> {
+        self.lock().failed.clone()
+    }
+
+    fn seal_open(&self, st: &mut State) {
+        if let Some(i) = st.slots.iter().position(|s| s.state == Use::Open) {
+            st.slots[i].state = Use::Sealed;
+            let leg = st.slots[i].leg;
+            st.queues[leg].push_back(i);
+            self.sh.work.notify_all();
+        }
+    }
+
+    /// The head leaves its segment without entering another (a reset): seal its slot.
+    pub fn seal(&self) {
+        let mut st = self.lock();
+        self.seal_open(&mut st);
+    }
+
+    /// The head enters the segment at virtual position `pos` (on leg `leg` at `leg_off`):
+    /// seal the head's slot and assign a free one, waiting for a drain if none is free.
+    pub fn enter(&self, pos: u64, leg: usize, leg_off: u64) -> io::Result<()> {
+        let mut st = self.lock();
+        self.seal_open(&mut st);
+        let mut waited = false;
+        let i = loop {
+            if let Some(m) = &st.failed {
+                return Err(io::Error::other(m.clone()));
+            }
+            if let Some(i) = st.slots.iter().position(|s| s.state == Use::Free) {
+                break i;
+            }
+            if !waited {
+                st.stalls += 1;
+                waited = true;
+            }
+            st = self.sh.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+        };
+        let generation = st.next_generation;
+        st.next_generation += 1;
+        let h = SlotHeader {
+            state: SlotState::Staged,
+            uuid: self.sh.uuid,
+            generation,
+            leg: leg as u32,
+            leg_offset: leg_off,
+            pos,
+            len: self.sh.seg,
+        };
+        // Synced with the segment's first batch, by the commit that acknowledges it.
+        self.sh.dev.write_at(&h.encode(), self.sh.slot_off(i))?;
+        st.slots[i] = Slot {
+            state: Use::Open,
+            pos,
+            leg,
+            leg_off,
+            redo: Vec::new(),
+        };
+        Ok(())
+    }
+
+    /// Write `b` at virtual position `pos` of the head's segment.
+    pub fn write(&self, pos: u64, b: &[u8]) -> io::Result<()> {
+        let st = self.lock();
+        match self.sh.find(&st, pos) {
+            Some(i) if st.slots[i].state == Use::Open => self.sh.dev.write_at(
+                b,
+                self.sh.slot_off(i) + SLOT_HEADER_BLOCK + pos % self.sh.seg,
+            ),
+            _ => Err(io::Error::other(format!(
+                "{}: no open NVRAM slot for log position {pos}",
+                self.path()
+            ))),
+        }
+    }
+
+    /// Write the void block `b` at `pos` into the slot holding its segment, if one does;
+    /// true when the caller must also write it to the leg (no slot, or the slot's copy
+    /// already reached the leg).
+    pub fn void(&self, pos: u64, b: &[u8]) -> io::Result<bool> {
+        let mut st = self.lock();
+        let Some(i) = self.sh.find(&st, pos) else {
+            return Ok(true);
+        };
+        let off = pos % self.sh.seg;
+        self.sh
+            .dev
+            .write_at(b, self.sh.slot_off(i) + SLOT_HEADER_BLOCK + off)?;
+        Ok(match st.slots[i].state {
+            Use::Draining => {
+                st.slots[i].redo.push((off, b.to_vec()));
+                false
+            }
+            Use::Drained => true,
+            _ => false,
+        })
+    }
+
+    /// Read `buf` at virtual position `pos` from the slot holding its segment; false when
+    /// no slot does (the leg holds it).
+    pub fn read(&self, pos: u64, buf: &mut [u8]) -> io::Result<bool> {
+        let st = self.lock();
+        match self.sh.find(&st, pos) {
+            Some(i) => {
+                let at = self.sh.slot_off(i) + SLOT_HEADER_BLOCK + pos % self.sh.seg;
+                self.sh.dev.read_at(buf, at)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Make every slot write so far durable.
+    pub fn sync(&self) -> io::Result<()> {
+        self.sh.dev.sync()
+    }
+
+    pub fn stats(&self) -> NvramStats {
+        let st = self.lock();
+        NvramStats {
+            slots: st.slots.len() as u64,
+            stalls: st.stalls,
+            drained: st.drained,
+        }
+    }
+
+    /// Wait until every sealed slot is drained (tests); false if a drainer failed.
+    #[cfg(test)]
+    pub fn wait_drained(&self) -> bool {
+        let mut st = self.lock();
+        loop {
+            if st.failed.is_some() {
+                return false;
+            }
+            if st
+                .slots
+                .iter()
+                .all(|s| matches!(s.state, Use::Free | Use::Open))
+            {
+                return true;
+            }
+            st = self.sh.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Nvram {
+    /// Stop the drainers (each finishes the copy it is making); sealed slots left are
+    /// replayed by the next start.
+    fn drop(&mut self) {
+        self.lock().stop = true;
+        self.sh.work.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What recovery did with the NVRAM.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct NvramReplay {
+    /// Staged slots written onto their legs.
+    pub replayed: u64,
+    /// Slots whose header did not decode (torn or never written): ignored.
+    pub ignored: u64,
+}
+
+/// Recovery, before the log opens: write every staged slot of the NVRAM `dev` (`slots`
+/// slots of `seg`-byte segments) onto its leg, oldest assignment first, sync the legs,
+/// then mark the slots free and sync the NVRAM. See the module docs.
+pub fn replay(
+    dev: &Arc<dyn Member>,
+    legs: &[Leg],
+    seg: u64,
+    uuid: [u8; 16],
+    slots: u32,
+) -> Result<NvramReplay, raidlab::Error> {
+    let path = dev.path().to_string();
+    let bad = |msg: String| raidlab::Error::Store {
+        path: path.clone(),
+        msg,
+    };
+    let need = nvram_bytes(slots, seg);
+    if dev.len_bytes() < need {
+        return Err(bad(format!(
+            "{} bytes, but the log's NVRAM of {slots} slots needs {need}",
+            dev.len_bytes()
+        )));
+    }
+    let slot_off = |i: u32| u64::from(i) * (SLOT_HEADER_BLOCK + seg);
+    let mut out = NvramReplay::default();
+    let mut staged = Vec::new();
+    let mut block = vec![0u8; SLOT_HEADER_BLOCK as usize];
+    for i in 0..slots {
+        dev.read_at(&mut block, slot_off(i))
+            .map_err(|e| bad(format!("reading NVRAM slot {i}: {e}")))?;
+        let h = match SlotHeader::decode(&block) {
+            Ok(h) => h,
+            Err(super::slot::SlotError::Blank) => continue,
+            Err(e) => {
+                crate::warn!(
+                    "{path}: NVRAM slot {i} ignored ({e}): it holds no acknowledged write"
+                );
+                out.ignored += 1;
+                continue;
+            }
+        };
+        if h.state == SlotState::Free {
+            continue;
+        }
+        let whose = |m: String| bad(format!("NVRAM slot {i}: {m}"));
+        if h.uuid != uuid {
+            return Err(whose("staged for another array".into()));
+        }
+        let Some((_, base, bytes)) = legs.get(h.leg as usize) else {
+            return Err(whose(format!(
+                "names leg {} of a log with {}",
+                h.leg,
+                legs.len()
+            )));
+        };
+        if h.len > seg || h.leg_offset < *base || h.leg_offset + h.len > base + bytes {
+            return Err(whose(format!(
+                "a segment of {} bytes at {} is outside its leg's log area ({bytes} bytes at {base})",
+                h.len, h.leg_offset
+            )));
+        }
+        staged.push((h.generation, i, h));
+    }
+    staged.sort_by_key(|&(g, i, _)| (g, i));
+    let mut image = vec![0u8; seg as usize];
+    let mut touched = vec![false; legs.len()];
+    for &(_, i, h) in &staged {
+        let img = &mut image[..h.len as usize];
+        dev.read_at(img, slot_off(i) + SLOT_HEADER_BLOCK)
+            .map_err(|e| bad(format!("reading NVRAM slot {i}: {e}")))?;
+        let leg = &legs[h.leg as usize].0;
+        leg.write_at(img, h.leg_offset)
+            .map_err(|e| raidlab::Error::Store {
+                path: leg.path().to_string(),
+                msg: format!("replaying NVRAM slot {i} onto the log: {e}"),
+            })?;
+        touched[h.leg as usize] = true;
+        out.replayed += 1;
+    }
+    for (leg, _) in legs.iter().map(|l| &l.0).zip(&touched).filter(|(_, t)| **t) {
+        leg.sync().map_err(|e| raidlab::Error::Store {
+            path: leg.path().to_string(),
+            msg: format!("syncing the log after the NVRAM replay: {e}"),
+        })?;
+    }
+    let free = free_header(uuid);
+    for &(_, i, _) in &staged {
+        dev.write_at(&free, slot_off(i))
+            .map_err(|e| bad(format!("freeing NVRAM slot {i}: {e}")))?;
+    }
+    dev.sync()
+        .map_err(|e| bad(format!("syncing the NVRAM: {e}")))?;
+    Ok(out)
+}
