@@ -422,8 +422,13 @@ pub fn start(
         // The failed member held a leg: RAPID falls back to another backup until the array
         // is whole again.
         crate::warn!(
-            "a logical log needs a leg on every member and the array is degraded; backing the write cache up with a mirror file ({}) until it is whole",
-            dir.join("wb-mirror.img").display()
+            "a logical log needs a leg on every member and the array is degraded; backing the write cache up with a mirror file ({}) until it is whole{}",
+            dir.join("wb-mirror.img").display(),
+            if o.nvram.is_some() {
+                " (the mirror needs no NVRAM segment buffers: --log-nvram is unused)"
+            } else {
+                ""
+            }
         );
         kind = BackupKind::Mirror;
     }
