@@ -25,7 +25,7 @@ const ATTEMPTS_MAX: u32 = 4;
 
 /// Per-row lists of a parity write, reused between writes (no allocation per request).
 #[derive(Default)]
-struct RowScratch {
+pub(crate) struct RowScratch {
     /// Data members in Q's syndrome order.
     data: Vec<usize>,
     /// Per member: lost in this row.
@@ -35,8 +35,12 @@ struct RowScratch {
 }
 
 crate::sync::thread_local! {
-    static SCRATCH: RefCell<(Plan, Workspace, RowScratch)> = RefCell::new(Default::default());
+    pub(crate) static SCRATCH: RefCell<(Plan, Workspace, RowScratch)> = RefCell::new(Default::default());
 }
+
+/// One attempt at a row's write: `Ok(devices that failed a write)`, `Err(Ok(fault))` for a
+/// read failure (nothing written yet: fail the device and plan again).
+pub(crate) type RowAttempt = Result<Vec<Fault>, Result<Fault, IoFail>>;
 
 impl Controller {
     /// Check a byte range against the export and the 4 KiB block size.
@@ -117,7 +121,7 @@ impl Controller {
     /// request planned again in the new mode. Bounded: no level survives more than two
     /// failures, so `ATTEMPTS_MAX` attempts always reach an answer (a device that already
     /// left its slot is not failed again, and the next attempt reads its replacement).
-    fn with_retries<T>(
+    pub(crate) fn with_retries<T>(
         &self,
         what: std::fmt::Arguments<'_>,
         mut attempt: impl FnMut() -> Result<T, Result<Fault, IoFail>>,
@@ -371,9 +375,25 @@ impl Controller {
         src: &[u8],
         touched: &mut SlotSet,
     ) -> Result<(), IoFail> {
-        let failed = self.with_retries(format_args!("row {row}"), || {
+        self.write_row_with(row, touched, |touched| {
             self.write_row_once(row, first, count, src, touched)
-        })?;
+        })
+    }
+
+    /// Run `once` (one attempt at a row's write) until it succeeds, then settle its failed
+    /// writes: a full disk is the request's error, any other failure fails its member.
+    fn write_row_with(
+        &self,
+        row: u64,
+        touched: &mut SlotSet,
+        mut once: impl FnMut(&mut SlotSet) -> RowAttempt,
+    ) -> Result<(), IoFail> {
+        let failed = self.with_retries(format_args!("row {row}"), || once(touched))?;
+        self.settle_row_writes(row, failed)
+    }
+
+    /// After a row's write: the writes that failed (`failed`).
+    pub(crate) fn settle_row_writes(&self, row: u64, failed: Vec<Fault>) -> Result<(), IoFail> {
         // A full file system under a member is the request's error, not the member's: the
         // row's other writes landed, so its redundancy is resynced from its data.
         if let Some(f) = failed.iter().find(|f| f.no_space) {
@@ -399,20 +419,41 @@ impl Controller {
         count: u64,
         src: &[u8],
         touched: &mut SlotSet,
-    ) -> Result<Vec<Fault>, Result<Fault, IoFail>> {
+    ) -> RowAttempt {
         let st = self.read_state();
         if let Some(d) = &st.dead {
             return Err(Err(IoFail::Failed(d.clone())));
         }
+        SCRATCH.with(|s| {
+            let mut s = s.borrow_mut();
+            let (plan, ws, rs) = &mut *s;
+            st.array.plan_write(first, count, plan);
+            let pages = (first..first + count)
+                .map(|lba| (lba, &src[((lba - first) as usize) * BLOCK..][..BLOCK]));
+            self.run_row_plan(&st, row, plan, ws, rs, pages, touched)
+        })
+    }
+
+    /// Carry out `plan`, the plan of a write of `pages` (each a block's address and new
+    /// bytes) to row `row`: its reads, the new parity of every column whose parity it
+    /// writes, its writes. `st` is held for the attempt.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_row_plan<'a>(
+        &self,
+        st: &super::State,
+        row: u64,
+        plan: &Plan,
+        ws: &mut Workspace,
+        rs: &mut RowScratch,
+        pages: impl Iterator<Item = (u64, &'a [u8])>,
+        touched: &mut SlotSet,
+    ) -> RowAttempt {
         let n = self.geo.disks() as usize;
         let bpu = self.geo.blocks_per_stripe_unit();
         let base = self.geo.row_block(row);
         let per_row = self.geo.blocks_per_stripe();
         let level = self.geo.level();
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            let (plan, ws, rs) = &mut *s;
-            st.array.plan_write(first, count, plan);
+        {
             if plan.ops.is_empty() {
                 return Ok(Vec::new());
             }
@@ -428,18 +469,17 @@ impl Controller {
             let (c0, width) = (c0 as u32, (c1 - c0) as usize);
             ws.reset(n, c0, width);
             // New data of every written slot, lost members included (parity needs it).
-            for lba in first..first + count {
+            for (lba, page) in pages {
                 let off = lba - row * per_row;
                 let slot = (off / u64::from(bpu)) as u32;
                 let col = (off % u64::from(bpu)) as u32;
                 if col < c0 || col >= c0 + width as u32 {
                     continue;
                 }
-                let at = ((lba - first) as usize) * BLOCK;
                 let (d0, copies) = self.geo.copies(row, slot);
                 for d in d0..d0 + copies {
                     ws.new_mut(d as usize, (col - c0) as usize, 1)
-                        .copy_from_slice(&src[at..at + BLOCK]);
+                        .copy_from_slice(page);
                 }
             }
             // The plan's reads, all at once when the members are slow; then its writes.
@@ -504,7 +544,7 @@ impl Controller {
                 self.member_write(op.disk, dev, op.block, buf)
             });
             Ok(done.into_iter().filter_map(Result::err).collect())
-        })
+        }
     }
 }
 

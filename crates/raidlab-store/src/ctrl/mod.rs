@@ -22,6 +22,7 @@ pub mod locks;
 mod members;
 mod missing;
 mod ops;
+mod pages;
 pub mod readd;
 pub mod rebuild;
 mod rebuild_run;

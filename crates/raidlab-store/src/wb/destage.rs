@@ -198,10 +198,23 @@ impl WriteBack {
         result = self.ctl.intent_begin_all(&rows);
         if result.is_ok() {
             let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
-                f.runs.iter().try_for_each(|&(lba, n, at)| {
-                    self.ctl
-                        .write(lba * BLOCK as u64, &buf[at..at + n as usize * BLOCK], false)
-                })
+                // Row by row, all of a row's pages in one write (`ctrl/pages.rs`).
+                let mut pieces: Vec<(u64, &[u8])> = Vec::new();
+                for &(lba, n, at) in &f.runs {
+                    let (mut a, mut at) = (lba, at);
+                    while a < lba + n {
+                        let end = (lba + n).min((a / per_row + 1) * per_row);
+                        let bytes = (end - a) as usize * BLOCK;
+                        pieces.push((a, &buf[at..at + bytes]));
+                        (a, at) = (end, at + bytes);
+                    }
+                }
+                pieces
+                    .chunk_by(|x, y| x.0 / per_row == y.0 / per_row)
+                    .try_for_each(|row_pieces| {
+                        self.ctl
+                            .write_row_pages(row_pieces[0].0 / per_row, row_pieces)
+                    })
             });
             if let Some(e) = done.into_iter().find_map(Result::err) {
                 result = Err(e);
