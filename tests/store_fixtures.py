@@ -323,6 +323,19 @@ def qemu_io(uri: str, *commands: str, timeout: float = 60) -> str:
     return out
 
 
+
+# Writes of assorted sizes and offsets in KiB, some overlapping, inside 4 MiB.
+SCATTERED_KIB = [(0, 4), (60, 8), (100, 200), (4, 16), (1000, 300), (150, 40), (2028, 20)]
+
+
+def write_scattered(uri: str, model: bytearray, first_pattern: int) -> None:
+    """Write ``SCATTERED_KIB`` through ``uri``, each with its own byte pattern from
+    ``first_pattern`` up, and the same into ``model``."""
+    for i, (off, ln) in enumerate(SCATTERED_KIB):
+        pat = first_pattern + i
+        qemu_io(uri, f"write -P {pat} {off}k {ln}k")
+        model[off * KiB : (off + ln) * KiB] = bytes([pat]) * (ln * KiB)
+
 def nbdinfo(uri: str) -> dict[str, Any]:
     info: dict[str, Any] = json.loads(tool_ok(["nbdinfo", "--json", uri], timeout=30))
     (export,) = info["exports"]

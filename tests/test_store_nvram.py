@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from store_fixtures import (
+    write_scattered,
     KiB,
     MiB,
     ServerPool,
@@ -55,11 +56,7 @@ def test_sigkill_keeps_writes_acknowledged_to_the_nvram(tmp_path: Path, store_se
     assert rec["nvram"] == {"path": str(nvram), "slots": n}, rec
     assert nvram.stat().st_size == n * SLOT
     model = bytearray(MEMBER)
-    writes = [(0, 4), (60, 8), (100, 200), (4, 16), (1000, 300), (150, 40), (2028, 20)]
-    for i, (off, ln) in enumerate(writes):
-        pat = 0x51 + i
-        qemu_io(srv.uri, f"write -P {pat} {off}k {ln}k")
-        model[off * KiB : (off + ln) * KiB] = bytes([pat]) * (ln * KiB)
+    write_scattered(srv.uri, model, 0x51)
     st = status(d)["write_cache"]
     assert st["destages"] == 0 and st["occupied_pages"] > 0, st
     # 596 KiB written (plus batch headers): more than one 128 KiB segment, so slots drained.

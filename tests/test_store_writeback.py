@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from store_fixtures import (
+    write_scattered,
     KiB,
     MiB,
     ServerPool,
@@ -85,11 +86,7 @@ def test_sigkill_keeps_writes_acknowledged_only_to_the_cache(tmp_path: Path, sto
     # its backup when the server dies.
     srv = store_servers.start(d, *wb_args(backup, mib=8, thresholds="99/98"))
     model = bytearray(4 * MiB)
-    writes = [(0, 4), (60, 8), (100, 200), (4, 16), (1000, 300), (150, 40), (2028, 20)]
-    for i, (off, ln) in enumerate(writes):
-        pat = 0x31 + i
-        qemu_io(srv.uri, f"write -P {pat} {off}k {ln}k")
-        model[off * KiB : (off + ln) * KiB] = bytes([pat]) * (ln * KiB)
+    write_scattered(srv.uri, model, 0x31)
     st = status(d)["write_cache"]
     assert st["destages"] == 0 and st["occupied_pages"] > 0, st
     srv.kill()

@@ -156,13 +156,7 @@ fn every_crash_state_recovers_every_acknowledged_write() {
     LogBackup::create(plain, UUID, SEG, 8).unwrap();
     let initial: Vec<Vec<u8>> = mems.iter().map(|m| m.contents()).collect();
     let journal = crash::journal();
-    let legs: Vec<Leg> = mems
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (RecordingMember::wrap(m.clone(), i, &journal), 0, region))
-        .collect();
-    let log = LogBackup::open(legs, UUID).unwrap();
-    log.reset().unwrap();
+    let log = open_recorded(&mems, region, &journal);
     let mut run = Run::new(log, &journal);
     let mut rng = xorshift(0x9e37_79b9_7f4a_7c15);
     run.drive(220, &mut rng);
@@ -193,6 +187,23 @@ fn every_crash_state_recovers_every_acknowledged_write() {
 }
 
 /// A seeded xorshift generator.
+/// The log on `mems` (regions of `region` bytes at 0), each leg recording its writes and
+/// syncs into `journal` (leg i as member i), opened and reset for new records.
+pub(super) fn open_recorded(
+    mems: &[Arc<MemMember>],
+    region: u64,
+    journal: &crash::SharedJournal,
+) -> LogBackup {
+    let legs: Vec<Leg> = mems
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (RecordingMember::wrap(m.clone(), i, journal), 0, region))
+        .collect();
+    let log = LogBackup::open(legs, UUID).unwrap();
+    log.reset().unwrap();
+    log
+}
+
 pub(super) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
     move || {

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use super::super::format::SUPERS_BYTES;
 use super::nvram::nvram_bytes;
-use super::tests_crash::{xorshift, Run, SEG, UUID};
+use super::tests_crash::{open_recorded, xorshift, Run, SEG, UUID};
 use super::*;
 use crate::crash::{self, Event, RecordingMember};
 use crate::member::{MemMember, Member};
@@ -34,14 +34,7 @@ fn record(segs_per_leg: u64, steps: usize, seed: u64) -> (Run, Vec<Vec<u8>>, Vec
     let mut initial: Vec<Vec<u8>> = mems.iter().map(|m| m.contents()).collect();
     initial.push(nv.contents());
     let journal = crash::journal();
-    let legs: Vec<Leg> = mems
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (RecordingMember::wrap(m.clone(), i, &journal), 0, region))
-        .collect();
-    let log = LogBackup::open(legs, UUID).unwrap();
-    log.reset().unwrap();
-    let log = log
+    let log = open_recorded(&mems, region, &journal)
         .with_nvram(RecordingMember::wrap(nv, 2, &journal), SLOTS)
         .unwrap();
     let mut run = Run::new(log, &journal);
