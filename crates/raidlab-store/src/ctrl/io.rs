@@ -453,98 +453,96 @@ impl Controller {
         let base = self.geo.row_block(row);
         let per_row = self.geo.blocks_per_stripe();
         let level = self.geo.level();
-        {
-            if plan.ops.is_empty() {
-                return Ok(Vec::new());
-            }
-            let c0 = plan.ops.iter().map(|o| o.block - base).min().unwrap_or(0);
-            let c1 = plan
-                .ops
-                .iter()
-                .map(|o| o.block - base + u64::from(o.count))
-                .max()
-                .unwrap_or(0);
-            debug_assert!(c1 <= u64::from(bpu));
-            // The written range never leaves the columns the plan touches.
-            let (c0, width) = (c0 as u32, (c1 - c0) as usize);
-            ws.reset(n, c0, width);
-            // New data of every written slot, lost members included (parity needs it).
-            for (lba, page) in pages {
-                let off = lba - row * per_row;
-                let slot = (off / u64::from(bpu)) as u32;
-                let col = (off % u64::from(bpu)) as u32;
-                if col < c0 || col >= c0 + width as u32 {
-                    continue;
-                }
-                let (d0, copies) = self.geo.copies(row, slot);
-                for d in d0..d0 + copies {
-                    ws.new_mut(d as usize, (col - c0) as usize, 1)
-                        .copy_from_slice(page);
-                }
-            }
-            // The plan's reads, all at once when the members are slow; then its writes.
-            let parallel = self.fan_out(plan.ops.iter().map(|o| o.disk));
-            let reads: Vec<_> = plan.ops.iter().filter(|o| o.op == Op::Read).collect();
-            let spans: Vec<(usize, usize, usize)> = reads
-                .iter()
-                .map(|op| {
-                    let col = (op.block - base) as usize - c0 as usize;
-                    (op.disk as usize, col, op.count as usize)
-                })
-                .collect();
-            let jobs: Vec<_> = reads.iter().zip(ws.old_spans_mut(&spans)).collect();
-            let done = fanout::each(parallel, jobs, |(op, buf)| {
-                let dev = st.devs[op.disk as usize].clone();
-                self.member_read(op.disk, dev, op.block, buf)
-            });
-            done.into_iter()
-                .collect::<Result<(), Fault>>()
-                .map_err(Ok)?;
-            if matches!(level, Level::Raid5 | Level::Raid6) {
-                let par = self.geo.parity_disks(row);
-                // In Q's syndrome order (md's), which column.rs weights by g^position.
-                rs.data.clear();
-                rs.data.extend(
-                    (0..self.geo.data_disks()).map(|i| self.geo.syndrome_disk(row, i) as usize),
-                );
-                rs.lost.clear();
-                rs.lost.extend((0..n as u32).map(|d| st.array.lost(d, row)));
-                rs.cols.clear();
-                rs.cols.resize(width, false);
-                for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
-                    if matches!(self.geo.role(row, op.disk), Role::P | Role::Q) {
-                        let col = (op.block - base) as usize - c0 as usize;
-                        rs.cols[col..col + op.count as usize].fill(true);
-                    }
-                }
-                for (c, _) in rs.cols.iter().enumerate().filter(|(_, &w)| w) {
-                    let ok = ws.parity_column(
-                        c,
-                        &rs.data,
-                        par.p.map(|d| d as usize),
-                        par.q.map(|d| d as usize),
-                        &rs.lost,
-                    );
-                    if !ok {
-                        return Err(Err(IoFail::Failed(format!(
-                            "row {row}: the write plan gathered too little to update parity"
-                        ))));
-                    }
-                }
-            }
-            let writes: Vec<_> = plan.ops.iter().filter(|o| o.op == Op::Write).collect();
-            for op in &writes {
-                touched.insert(op.disk);
-            }
-            let ws = &*ws;
-            let done = fanout::each(parallel, writes, |op| {
-                let col = (op.block - base) as usize - c0 as usize;
-                let dev = st.devs[op.disk as usize].as_ref();
-                let buf = ws.new_ref(op.disk as usize, col, op.count as usize);
-                self.member_write(op.disk, dev, op.block, buf)
-            });
-            Ok(done.into_iter().filter_map(Result::err).collect())
+        if plan.ops.is_empty() {
+            return Ok(Vec::new());
         }
+        let c0 = plan.ops.iter().map(|o| o.block - base).min().unwrap_or(0);
+        let c1 = plan
+            .ops
+            .iter()
+            .map(|o| o.block - base + u64::from(o.count))
+            .max()
+            .unwrap_or(0);
+        debug_assert!(c1 <= u64::from(bpu));
+        // The written range never leaves the columns the plan touches.
+        let (c0, width) = (c0 as u32, (c1 - c0) as usize);
+        ws.reset(n, c0, width);
+        // New data of every written slot, lost members included (parity needs it).
+        for (lba, page) in pages {
+            let off = lba - row * per_row;
+            let slot = (off / u64::from(bpu)) as u32;
+            let col = (off % u64::from(bpu)) as u32;
+            if col < c0 || col >= c0 + width as u32 {
+                continue;
+            }
+            let (d0, copies) = self.geo.copies(row, slot);
+            for d in d0..d0 + copies {
+                ws.new_mut(d as usize, (col - c0) as usize, 1)
+                    .copy_from_slice(page);
+            }
+        }
+        // The plan's reads, all at once when the members are slow; then its writes.
+        let parallel = self.fan_out(plan.ops.iter().map(|o| o.disk));
+        let reads: Vec<_> = plan.ops.iter().filter(|o| o.op == Op::Read).collect();
+        let spans: Vec<(usize, usize, usize)> = reads
+            .iter()
+            .map(|op| {
+                let col = (op.block - base) as usize - c0 as usize;
+                (op.disk as usize, col, op.count as usize)
+            })
+            .collect();
+        let jobs: Vec<_> = reads.iter().zip(ws.old_spans_mut(&spans)).collect();
+        let done = fanout::each(parallel, jobs, |(op, buf)| {
+            let dev = st.devs[op.disk as usize].clone();
+            self.member_read(op.disk, dev, op.block, buf)
+        });
+        done.into_iter()
+            .collect::<Result<(), Fault>>()
+            .map_err(Ok)?;
+        if matches!(level, Level::Raid5 | Level::Raid6) {
+            let par = self.geo.parity_disks(row);
+            // In Q's syndrome order (md's), which column.rs weights by g^position.
+            rs.data.clear();
+            rs.data.extend(
+                (0..self.geo.data_disks()).map(|i| self.geo.syndrome_disk(row, i) as usize),
+            );
+            rs.lost.clear();
+            rs.lost.extend((0..n as u32).map(|d| st.array.lost(d, row)));
+            rs.cols.clear();
+            rs.cols.resize(width, false);
+            for op in plan.ops.iter().filter(|o| o.op == Op::Write) {
+                if matches!(self.geo.role(row, op.disk), Role::P | Role::Q) {
+                    let col = (op.block - base) as usize - c0 as usize;
+                    rs.cols[col..col + op.count as usize].fill(true);
+                }
+            }
+            for (c, _) in rs.cols.iter().enumerate().filter(|(_, &w)| w) {
+                let ok = ws.parity_column(
+                    c,
+                    &rs.data,
+                    par.p.map(|d| d as usize),
+                    par.q.map(|d| d as usize),
+                    &rs.lost,
+                );
+                if !ok {
+                    return Err(Err(IoFail::Failed(format!(
+                        "row {row}: the write plan gathered too little to update parity"
+                    ))));
+                }
+            }
+        }
+        let writes: Vec<_> = plan.ops.iter().filter(|o| o.op == Op::Write).collect();
+        for op in &writes {
+            touched.insert(op.disk);
+        }
+        let ws = &*ws;
+        let done = fanout::each(parallel, writes, |op| {
+            let col = (op.block - base) as usize - c0 as usize;
+            let dev = st.devs[op.disk as usize].as_ref();
+            let buf = ws.new_ref(op.disk as usize, col, op.count as usize);
+            self.member_write(op.disk, dev, op.block, buf)
+        });
+        Ok(done.into_iter().filter_map(Result::err).collect())
     }
 }
 
