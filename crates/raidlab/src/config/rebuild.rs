@@ -10,6 +10,9 @@ use crate::rebuild::{ExecutorSpec, OrderSpec, ProSpec, RateSpec, RebuildSpec};
 /// md's defaults: `speed_limit_min` 1,000 KiB/s, `speed_limit_max` 200,000 KiB/s.
 const MD_MIN_KIB_S: f64 = 1_000.0;
 const MD_MAX_KIB_S: f64 = 200_000.0;
+/// Most units one DOR read may merge (`read_units`): 16 MiB of 64 KiB units, far above the
+/// block layer's merged resync reads.
+const READ_UNITS_MAX: u32 = 256;
 
 /// One `[[events]]` table with a `rebuild` key: `rebuild = disk`, optional `spare = index`.
 pub(super) fn event_action(t: &mut Table<'_>) -> Result<Action> {
@@ -80,7 +83,12 @@ pub(super) fn rebuild_spec(
         p.finish()?;
     }
     let executor_name = t.choice("executor", ExecutorSpec::NAMES)?.unwrap_or("dor");
-    for (key, owner) in [("buffers", "dor"), ("depth", "dor"), ("stripes", "sor")] {
+    for (key, owner) in [
+        ("buffers", "dor"),
+        ("depth", "dor"),
+        ("read_units", "dor"),
+        ("stripes", "sor"),
+    ] {
         if t.has(key) && owner != executor_name {
             return Err(Error::config(
                 t.key(key),
@@ -96,6 +104,7 @@ pub(super) fn rebuild_spec(
         ExecutorSpec::Dor {
             buffers: t.uint_or("buffers", 1, 1 << 20, 64)? as u32,
             depth: t.uint_or("depth", 1, 64, 2)? as u32,
+            read_units: t.uint_or("read_units", 1, u64::from(READ_UNITS_MAX), 1)? as u32,
         }
     };
     let md = t.choice("rate", &["full", "md"])? == Some("md");
@@ -263,7 +272,20 @@ mod tests {
             r.executor,
             ExecutorSpec::Dor {
                 buffers: 64,
-                depth: 2
+                depth: 2,
+                read_units: 1
+            }
+        );
+        let e = &load(&format!(
+            "{R5}[rebuild]\nbuffers = 32\ndepth = 3\nread_units = 16\n{FAIL_REBUILD}"
+        ))
+        .unwrap()[0];
+        assert_eq!(
+            e.rebuild.as_ref().unwrap().executor,
+            ExecutorSpec::Dor {
+                buffers: 32,
+                depth: 3,
+                read_units: 16
             }
         );
         assert_eq!(r.rate, RateSpec::Full);
@@ -368,6 +390,16 @@ mod tests {
                 format!("{R5}[rebuild]\nstripes = 2\n"),
                 "rebuild.stripes",
                 "executor = \"sor\"",
+            ),
+            (
+                format!("{R5}[rebuild]\nexecutor = \"sor\"\nread_units = 16\n"),
+                "rebuild.read_units",
+                "executor = \"dor\"",
+            ),
+            (
+                format!("{R5}[rebuild]\nread_units = 0\n"),
+                "rebuild.read_units",
+                "",
             ),
             (
                 format!("{R5}[rebuild]\n[rebuild.pro]\nzone_units = 2\n"),

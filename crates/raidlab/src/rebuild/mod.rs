@@ -29,8 +29,14 @@ use crate::array::{Geometry, Level, Role};
 pub enum ExecutorSpec {
     /// Disk-oriented reconstruction (Holland et al.): one reader per surviving disk keeping
     /// `depth` rebuild reads at its disk, a pool of `buffers` unit buffers, the replacement
-    /// written as units complete.
-    Dor { buffers: u32, depth: u32 },
+    /// written as units complete. A reader merges up to `read_units` consecutive units it
+    /// reads into one operation (1: a read per unit, as Holland's; 16: md's resync reads
+    /// after the block layer merged them, and the store's rebuild runs).
+    Dor {
+        buffers: u32,
+        depth: u32,
+        read_units: u32,
+    },
     /// Stripe-oriented reconstruction: `stripes` units at a time, each reading its survivors
     /// in parallel and then writing the replacement.
     Sor { stripes: u32 },
@@ -73,8 +79,14 @@ pub struct RebuildSpec {
 /// I/O an executor wants started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Read `unit` (the row) from member `disk` for job `job`.
-    Read { disk: u32, unit: u64, job: u64 },
+    /// Read `count` units from `unit` (the rows) from member `disk` for jobs
+    /// `job..job + count`.
+    Read {
+        disk: u32,
+        unit: u64,
+        count: u32,
+        job: u64,
+    },
     /// Write `count` rebuilt units from `unit` (jobs `job..job + count`) to the replacement.
     Write { unit: u64, count: u32, job: u64 },
     /// Nothing may start before this time (rate control): call `pump` then.

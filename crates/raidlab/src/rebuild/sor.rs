@@ -59,7 +59,12 @@ impl Sor {
             for disk in 0..ctx.survivors.disks() {
                 if ctx.survivors.reads(unit, disk) {
                     reads_left += 1;
-                    out.push(Action::Read { disk, unit, job });
+                    out.push(Action::Read {
+                        disk,
+                        unit,
+                        count: 1,
+                        job,
+                    });
                 }
             }
             debug_assert!(reads_left > 0, "a unit with nothing to read it from");
@@ -132,6 +137,7 @@ mod tests {
         let r = |disk, unit| Action::Read {
             disk,
             unit,
+            count: 1,
             job: unit,
         };
         pump(&mut sor, &mut out);

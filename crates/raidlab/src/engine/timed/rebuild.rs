@@ -44,8 +44,8 @@ pub(super) enum Owner {
 
 #[derive(Debug, Clone, Copy)]
 enum OpKind {
-    /// A rebuild read at this member.
-    Read(u32),
+    /// A rebuild read at this member of this many units.
+    Read(u32, u32),
     /// A write of this many units to the replacement.
     Write(u32),
     /// A piggybacked write of a unit a user read reconstructed.
@@ -56,7 +56,7 @@ impl OpKind {
     /// The disk operation and the units it spans.
     fn io(self) -> (Op, u64) {
         match self {
-            OpKind::Read(_) => (Op::Read, 1),
+            OpKind::Read(_, n) => (Op::Read, u64::from(n)),
             OpKind::Write(n) => (Op::Write, u64::from(n)),
             OpKind::Piggyback => (Op::Write, 1),
         }
@@ -333,9 +333,11 @@ impl Sim<'_> {
         array.start_rebuild(disk, units, spec.redirect, "rebuild")?;
         r.member_dev[disk as usize] = spare_dev;
         let exec = match spec.executor {
-            ExecutorSpec::Dor { buffers, depth } => {
-                Executor::Dor(Dor::new(r.members, buffers, depth))
-            }
+            ExecutorSpec::Dor {
+                buffers,
+                depth,
+                read_units,
+            } => Executor::Dor(Dor::new(r.members, buffers, depth, read_units)),
             ExecutorSpec::Sor { stripes } => Executor::Sor(Sor::new(stripes)),
         };
         r.metrics.records.push(RebuildRecord {
@@ -431,9 +433,12 @@ impl Sim<'_> {
         let (disk, spare_dev, record) = (a.disk, a.spare_dev, a.record);
         for &act in actions {
             let (dev, unit, kind, job) = match act {
-                Action::Read { disk: d, unit, job } => {
-                    (self.rebuild.dev_of(d), unit, OpKind::Read(d), job)
-                }
+                Action::Read {
+                    disk: d,
+                    unit,
+                    count,
+                    job,
+                } => (self.rebuild.dev_of(d), unit, OpKind::Read(d, count), job),
                 Action::Write { unit, count, job } => {
                     (spare_dev as usize, unit, OpKind::Write(count), job)
                 }
@@ -445,7 +450,7 @@ impl Sim<'_> {
             debug_assert!(dev != disk as usize, "rebuild I/O on the failed device");
             let rec = &mut self.rebuild.metrics.records[record];
             match kind {
-                OpKind::Read(_) => rec.reads += 1,
+                OpKind::Read(..) => rec.reads += 1,
                 _ => rec.writes += 1,
             }
             self.rebuild_submit(now, dev, unit, kind, job);
@@ -504,11 +509,11 @@ impl Sim<'_> {
         let mut actions = std::mem::take(&mut self.rebuild.actions);
         actions.clear();
         let rebuilt = match (op.kind, &mut a.exec) {
-            (OpKind::Read(d), Executor::Dor(x)) => {
-                x.read_done(d, op.job);
+            (OpKind::Read(d, n), Executor::Dor(x)) => {
+                x.read_done(d, op.job, n);
                 0
             }
-            (OpKind::Read(_), Executor::Sor(x)) => {
+            (OpKind::Read(..), Executor::Sor(x)) => {
                 x.read_done(op.job, &mut actions);
                 0
             }

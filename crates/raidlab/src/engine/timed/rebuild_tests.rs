@@ -62,6 +62,16 @@ fn dor_streams_the_survivors() {
     assert!(rebuild_s(&run_text(&config(8, "executor = \"sor\"\nstripes = 2"))) <= 0.010);
 }
 
+/// DOR merging 4 units per read on constant 1 ms disks: each survivor reads units 0-3 by
+/// 1 ms and 4-7 by 2 ms (queued behind), the spare writes 0-3 by 2 ms and 4-7 by 3 ms.
+#[test]
+fn dor_merged_reads_take_one_operation_each() {
+    let m = run_text(&config(8, "read_units = 4"));
+    let r = &m.rebuild.as_ref().unwrap().records[0];
+    assert_eq!((r.rebuilt, r.reads, r.writes), (8, 4, 2));
+    assert_eq!(rebuild_s(&m), 0.003);
+}
+
 /// md pacing with min = max = 100 KiB/s: one 4 KiB unit per 40 ms, so the last of 256 units
 /// starts at 255 * 40 ms = 10.2 s and is written 2 ms later.
 #[test]
