@@ -145,7 +145,8 @@ impl Controller {
         row: u64,
         out: &mut [u8],
     ) -> Result<(), Result<Fault, IoFail>> {
-        let _row = self.locks.lock_row(row);
+        // Shared: this only reads the row's survivors (`locks.rs`).
+        let _row = self.locks.share(row, row);
         let st = self.read_state();
         if let Some(d) = &st.dead {
             return Err(Err(IoFail::Failed(d.clone())));

@@ -20,9 +20,14 @@ use super::Controller;
 /// Distinct ids of rebuild jobs.
 static JOB_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// Threads that rebuild units at once (each unit under its own row lock). Two keep both
-/// cores busy with the copies and the parity when users leave the array idle.
-pub const REBUILD_THREADS: usize = 2;
+/// Threads that rebuild runs at once (each run under its rows' locks). A thread reads its
+/// run's survivors and then writes the replacement, so with four about two runs' reads are
+/// queued at each survivor while the others write: the simulator's DOR keeps `depth = 2`
+/// reads at each survivor, from a pool of 64 unit buffers (four runs of 16). With two, the
+/// survivors idled for the rebuild while both runs wrote (`vdf-rebuild --store`: 2.43 s
+/// against 2.00 s with four; DOR with 16-unit reads 1.74 s). On memory-speed members they
+/// keep both cores busy with the copies and the parity.
+pub const REBUILD_THREADS: usize = 4;
 
 /// Checkpoint the superblocks at least this often while rebuilding.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);

@@ -10,8 +10,8 @@
 //! replacement write (`raidlab::rebuild::dor::WRITE_UNITS_MAX`); md gets it from the block
 //! layer merging its resync reads.
 //!
-//! The whole run is held under its row locks, so users of those rows wait for the run (at
-//! most [`RUN_BYTES_MAX`] per member, read then written) instead of one row's rebuild.
+//! The whole run holds its rows' locks shared: writes of those rows wait for the run (at
+//! most [`RUN_BYTES_MAX`] per member, read then written); degraded reads of them do not.
 
 use crate::sync::Arc;
 
@@ -70,7 +70,9 @@ impl Controller {
             "a run of {count} rows"
         );
         let last = first + u64::from(count) - 1;
-        let _rows = self.locks.lock(first, last);
+        // Shared: a run reads the survivors and writes only the replacement, which no read of
+        // these rows touches until they are marked rebuilt below (`locks.rs`).
+        let _rows = self.locks.share(first, last);
         let n = self.geo.disks();
         let (plans, devs, target) = {
             let st = self.read_state();
