@@ -41,6 +41,8 @@ pub mod setup;
 mod tests;
 #[cfg(test)]
 mod tests_order;
+#[cfg(all(test, not(feature = "shuttle")))]
+mod tests_pool;
 #[cfg(test)]
 mod tests_ppl;
 
