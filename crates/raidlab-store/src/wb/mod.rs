@@ -28,7 +28,7 @@
 
 pub mod backup;
 pub mod commit;
-mod destage;
+pub(crate) mod destage;
 mod destage_pool;
 pub mod format;
 mod io;
