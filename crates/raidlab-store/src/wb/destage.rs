@@ -46,6 +46,10 @@ pub(crate) struct Batch {
     result: Result<(), IoFail>,
     limited: bool,
     t_write: std::time::Instant,
+    /// The rows' write intents, when begun by the caller for several rounds at once
+    /// (`destage_pool.rs`): `Ok` when begun (ended after the writes, as always), `Err` when
+    /// the bitmap write failed (nothing begun). `None`: the round begins its own.
+    pub(super) intent: Option<Result<(), IoFail>>,
 }
 
 impl Batch {
@@ -58,7 +62,16 @@ impl Batch {
             result: Ok(()),
             limited: false,
             t_write: std::time::Instant::now(),
+            intent: None,
         }
+    }
+
+    /// The rows the round writes, as write-intent ranges.
+    pub(super) fn rows(&self, per_row: u64) -> Vec<(u64, u64)> {
+        self.groups
+            .iter()
+            .map(|f| (f.d.first / per_row, f.d.first / per_row))
+            .collect()
     }
 }
 
@@ -114,10 +127,11 @@ impl WriteBack {
 
     /// Start the round's destages while the rate allows (and `groups_max`, and the buffer):
     /// their dirty pages become in flight and are copied out. `false` when none started.
-    fn take(&self, b: &mut Batch, groups_max: usize, force: bool, wait: bool) -> bool {
+    pub(super) fn take(&self, b: &mut Batch, groups_max: usize, force: bool, wait: bool) -> bool {
         b.groups.clear();
         b.images.clear();
         b.result = Ok(());
+        b.intent = None;
         let buf = &mut b.buf;
         let mut used = 0usize;
         let mut g = self.lock();
@@ -178,18 +192,12 @@ impl WriteBack {
         self.counters
             .destages_in_flight_max
             .fetch_max(u64::from(g.cache.inflight()), Ordering::Relaxed);
-        if b.groups.len() == groups_max && g.cache.wants_destage() {
-            // More is wanted than this round takes: wake another of the pool's threads
-            // (each that takes a group wakes the next, so a rise of the rate by several
-            // destages starts them all).
-            self.work.notify_one();
-        }
         true
     }
 
     /// Protect the round's rows, set their write intents, and write their pages (not
     /// synced). Failures are left in `b.result` (or lose the backup).
-    fn write_batch(&self, b: &mut Batch) {
+    pub(super) fn write_batch(&self, b: &mut Batch) {
         b.t_write = std::time::Instant::now();
         let round = &b.groups;
         let lost_before = self.lost_slots();
@@ -205,15 +213,16 @@ impl WriteBack {
         // are slow, so the round's destages are in flight on the members together.
         let parallel = round.len() > 1 && self.ctl.fan_out(0..self.ctl.shape().disks);
         let buf = &*b.buf;
-        // The rows' write-intent bits, all set by one bitmap write: a random workload
-        // dirties a new region with nearly every group, and a bitmap write syncs every
-        // member. Each group's own write then finds its bit set.
+        // The rows' write-intent bits, all set by one bitmap write (unless the caller set
+        // them for several rounds at once): a random workload dirties a new region with
+        // nearly every group, and a bitmap write syncs every member. Each group's own write
+        // then finds its bit set.
         let per_row = self.ctl.geo.blocks_per_stripe();
-        let rows: Vec<(u64, u64)> = round
-            .iter()
-            .map(|f| (f.d.first / per_row, f.d.first / per_row))
-            .collect();
-        let mut result = self.ctl.intent_begin_all(&rows);
+        let rows = b.rows(per_row);
+        let mut result = match b.intent.take() {
+            Some(begun) => begun,
+            None => self.ctl.intent_begin_all(&rows),
+        };
         if result.is_ok() {
             let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
                 // Row by row, all of a row's pages in one write (`ctrl/pages.rs`).
@@ -266,7 +275,7 @@ impl WriteBack {
 
     /// Sync the members after the round's writes, then release its backup records, then
     /// free its pages and end its destages in the cache. A failed round stops the cache.
-    fn settle(&self, b: &mut Batch) {
+    pub(super) fn settle(&self, b: &mut Batch) {
         let round = &b.groups;
         let t_sync = std::time::Instant::now();
         let mut result = std::mem::replace(&mut b.result, Ok(()));
@@ -332,6 +341,8 @@ impl WriteBack {
                 g.cache.finish_destage(f.d.slot);
             }
             self.room.notify_all();
+            // A slot is free: the destager may start another destage.
+            self.work.notify_one();
         }
         let c = &self.counters;
         let ns = |d: std::time::Duration| d.as_nanos() as u64;
