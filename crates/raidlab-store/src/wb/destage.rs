@@ -239,8 +239,9 @@ impl WriteBack {
                 pieces
                     .chunk_by(|x, y| x.0 / per_row == y.0 / per_row)
                     .try_for_each(|row_pieces| {
+                        // The row's intent is begun above (or by the caller).
                         self.ctl
-                            .write_row_pages(row_pieces[0].0 / per_row, row_pieces)
+                            .write_row_pages_begun(row_pieces[0].0 / per_row, row_pieces)
                     })
             });
             if let Some(e) = done.into_iter().find_map(Result::err) {
