@@ -196,6 +196,9 @@ impl WriteBack {
             self.write_batch(&mut b);
             self.settle(&mut b);
             pool.lock().free.push(b);
+            // `settle` woke the destager when the slot freed, maybe before this batch was
+            // back: wake it again, or with every batch out it would wait a slice.
+            self.work.notify_one();
         }
     }
 
