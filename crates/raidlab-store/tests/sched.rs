@@ -98,10 +98,11 @@ fn run_focus(
     }
     let t = tally.lock().expect("tally").clone();
     println!(
-        "SCHED {tag}: {} runs, {} calls, {} distinct histories, {} crash states ({} write-hole, {} of them two units lost during one backed destage), 0 violations, {:.1} s",
+        "SCHED {tag}: {} runs, {} calls, {} distinct histories, {} with two destages in flight at once, {} crash states ({} write-hole, {} of them two units lost during one backed destage), 0 violations, {:.1} s",
         t.runs,
         t.calls,
         t.histories.len(),
+        t.overlapped,
         t.crash_states,
         t.hole_states,
         t.hole_concurrent,

@@ -4,7 +4,10 @@
 //!
 //! The run is driven from one thread: writes, flushes, destage rounds (at the rate's
 //! allowance, or forced) and rebuild steps interleave in a seeded order, so every run and
-//! every crash state is reproducible; except with the log's NVRAM (`Kind::LogNvram`), whose
+//! every crash state is reproducible. With `overlap`, destages are begun and ended apart
+//! (as the destager's pool runs them on slow members): up to `max_destages` are written and
+//! not yet synced at once, with writes, flushes and rebuild steps between, and they end in
+//! any order; except with the log's NVRAM (`Kind::LogNvram`), whose
 //! drainer threads copy segments to the log file in the background (any interleaving they
 //! take must keep the promises).
 
@@ -37,6 +40,8 @@ struct WbConfig {
     base: Config,
     kind: Kind,
     order: OrderKind,
+    /// Several destages in flight at once, ending out of order.
+    overlap: bool,
 }
 
 fn wb_record(cfg: &WbConfig) -> Run {
@@ -150,6 +155,9 @@ fn wb_record(cfg: &WbConfig) -> Run {
     let per_row = ctl.geo.blocks_per_stripe();
     let rows = ctl.shape().rows();
     let mut rebuilt = 0;
+    // Destages begun and not ended (`overlap`): at most `max_destages`, the cache's bound.
+    let mut begun: Vec<crate::wb::destage::Batch> = Vec::new();
+    let mut begun_max = 0;
     for _ in 0..base.ops {
         let (first, count) = pick_write(&mut r, blocks, bpu, per_row);
         // Room first: with no destager thread a full cache would make the writer wait.
@@ -157,7 +165,12 @@ fn wb_record(cfg: &WbConfig) -> Run {
             if wb.room() >= count {
                 break;
             }
-            wb.destage_step(true);
+            match begun.pop() {
+                Some(b) => wb.destage_end(b),
+                None => {
+                    wb.destage_step(true);
+                }
+            }
         }
         let fua = r.next_u32() % 10 < 3;
         let id = model.next_id();
@@ -186,6 +199,16 @@ fn wb_record(cfg: &WbConfig) -> Run {
                 start,
                 ack: at,
             });
+        } else if roll < 45 && cfg.overlap {
+            if roll < 32 {
+                if let Some(b) = wb.destage_begin(roll < 25) {
+                    begun.push(b);
+                    begun_max = begun_max.max(begun.len());
+                }
+            } else if !begun.is_empty() {
+                let i = r.next_u32() as usize % begun.len();
+                wb.destage_end(begun.swap_remove(i));
+            }
         } else if roll < 45 {
             wb.destage_step(roll < 25);
         } else if roll < 55 {
@@ -195,6 +218,12 @@ fn wb_record(cfg: &WbConfig) -> Run {
     }
     let rebuild_done =
         (base.setup == Setup::Rebuilding && ctl.rebuild_progress().is_none()).then(|| position(&j));
+    assert!(
+        !cfg.overlap || begun_max >= 2,
+        "never two destages in flight at once"
+    );
+    // Destages still begun are cut off by the crash, as a controller's in flight are.
+    drop(begun);
     drop(wb);
     drop(ctl);
     Run {
@@ -217,6 +246,7 @@ fn wb_cfg(
     kind: Kind,
     order: OrderKind,
     seed: u64,
+    overlap: bool,
 ) -> WbConfig {
     let disks = if level == Level::Raid6 { 6 } else { 4 };
     let mut base = cfg(tag, level, disks, setup, seed);
@@ -230,7 +260,12 @@ fn wb_cfg(
     // ~1,000 states.
     base.ops = 64;
     base.random_per_cut += 1;
-    WbConfig { base, kind, order }
+    WbConfig {
+        base,
+        kind,
+        order,
+        overlap,
+    }
 }
 
 fn wb_run(c: &WbConfig) -> Tally {
@@ -251,6 +286,9 @@ fn assert_wb_promises(t: &Tally) {
 
 macro_rules! wb_case {
     ($name:ident, $level:expr, $setup:expr, $kind:expr, $order:expr, $seed:expr) => {
+        wb_case!($name, $level, $setup, $kind, $order, $seed, false);
+    };
+    ($name:ident, $level:expr, $setup:expr, $kind:expr, $order:expr, $seed:expr, $overlap:expr) => {
         #[test]
         fn $name() {
             let t = wb_run(&wb_cfg(
@@ -260,6 +298,7 @@ macro_rules! wb_case {
                 $kind,
                 $order,
                 $seed,
+                $overlap,
             ));
             assert_wb_promises(&t);
         }
@@ -481,4 +520,50 @@ wb_case!(
     Kind::LogNvram,
     OrderKind::Lrw,
     133
+);
+// Several destages in flight at once, ending out of order (the destager's pool).
+wb_case!(
+    wb_lrw_mirror_raid5_overlap,
+    Level::Raid5,
+    Setup::Healthy,
+    Kind::Mirror,
+    OrderKind::Lrw,
+    141,
+    true
+);
+wb_case!(
+    wb_stow_log_raid6_overlap,
+    Level::Raid6,
+    Setup::Healthy,
+    Kind::Log,
+    OrderKind::Stow,
+    142,
+    true
+);
+wb_case!(
+    wb_stow_mirror_raid5_degraded_overlap,
+    Level::Raid5,
+    Setup::Degraded,
+    Kind::Mirror,
+    OrderKind::Stow,
+    143,
+    true
+);
+wb_case!(
+    wb_lrw_log_raid6_rebuild_overlap,
+    Level::Raid6,
+    Setup::Rebuilding,
+    Kind::Log,
+    OrderKind::Lrw,
+    144,
+    true
+);
+wb_case!(
+    wb_lrw_log_nvram_raid5_overlap,
+    Level::Raid5,
+    Setup::Healthy,
+    Kind::LogNvram,
+    OrderKind::Lrw,
+    145,
+    true
 );

@@ -18,8 +18,24 @@ use raidlab::cache::write::plan::sparse_parity_row;
 
 impl Controller {
     /// Write `runs` (each a first block address and its pages' bytes, ascending, all inside
-    /// row `row`) under the row's lock and write intent. Not synced.
+    /// row `row`) under the row's lock and write intent. Not synced. (The destager holds
+    /// the intent already and calls `write_row_pages_begun`.)
+    #[cfg(test)]
     pub(crate) fn write_row_pages(&self, row: u64, runs: &[(u64, &[u8])]) -> Result<(), IoFail> {
+        self.intent_begin(row, row)?;
+        let result = self.write_row_pages_begun(row, runs);
+        self.intent_end(row, row);
+        result
+    }
+
+    /// `write_row_pages` for a caller that holds the row's write intent already (the
+    /// destager begins its rows' together, `intent_begin_all`): the intent lock is not
+    /// taken, so a bitmap write of other rows in progress does not hold the writes up.
+    pub(crate) fn write_row_pages_begun(
+        &self,
+        row: u64,
+        runs: &[(u64, &[u8])],
+    ) -> Result<(), IoFail> {
         let per_row = self.geo.blocks_per_stripe();
         let total: usize = runs.iter().map(|(_, b)| b.len()).sum();
         debug_assert!(runs.iter().all(|&(lba, b)| {
@@ -31,7 +47,6 @@ impl Controller {
         self.check_range(runs[0].0 * BLOCK as u64, total as u64)?;
         self.busy.store(true, crate::sync::Ordering::Relaxed);
         let guard = self.locks.lock_row(row);
-        self.intent_begin(row, row)?;
         let mut touched = SlotSet::default();
         let result = self.write_row_pages_locked(row, runs, &mut touched);
         if let Some(cache) = &self.cache {
@@ -40,7 +55,6 @@ impl Controller {
             }
         }
         drop(guard);
-        self.intent_end(row, row);
         result
     }
 

@@ -1,32 +1,27 @@
-//! The destager: one thread that asks the `WriteCache` for groups while the rate allows
-//! (up to `max_destages`), writes their in-flight pages through the array's planner (the
-//! groups of a round in parallel when the members are slow, `ctrl::fanout`), syncs the
-//! members (in parallel too), and only then frees the frames and releases the backup
-//! records. It also carries a lost backup
-//! through its states (drain, void, write through, probe).
+//! A destage round: the groups the cache's order picks (as many as the rate allows, up to
+//! `max_destages`, or fewer when the caller asks), their in-flight pages written through
+//! the array's planner (the groups of a round in parallel when the members are slow,
+//! `ctrl::fanout`), the members synced (in parallel too), and only then their backup
+//! records released and their frames freed. Who runs rounds, one at a time or several at
+//! once, is `destage_pool.rs`.
+//!
+//! Every round is complete in itself: it protects its own rows (images, partial parities,
+//! one commit), begins and ends its own rows' write intents, syncs the members after its
+//! own writes and releases only its own records, so rounds of different threads may run at
+//! once. They never share a page: a group in flight is out of the cache's order until its
+//! round calls `finish_destage`, so a page rewritten meanwhile goes out in a later round of
+//! that group, which starts only after this one has landed.
 
-use crate::sync::Instant;
-use crate::sync::{thread, Arc, Ordering};
-use std::time::Duration;
+use crate::sync::Ordering;
 
 use raidlab::cache::write::Destage;
 
 use super::{dead, warn, Mode, WriteBack, BLOCK};
 use crate::ctrl::{fanout, IoFail};
 
-/// Bytes of page data one destage round copies out of the cache at most.
-const ROUND_BYTES_MAX: usize = 16 << 20;
-/// How often a write-through controller tries to bring its backup back.
-const PROBE_EVERY: Duration = Duration::from_secs(5);
-
-/// The least time between the starts of two rounds the rate holds below its maximum.
-const ROUND_GAP: Duration = Duration::from_millis(10);
-/// Bound on the waits of one `pace` (each wakes at a notification or the deadline).
-const PACE_WAITS_MAX: u32 = 1_000;
-
 /// What one round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Round {
+pub(super) enum Round {
     /// Nothing to destage (or no destaging in this state).
     Idle,
     /// Destaged; `limited` when the rate allowed fewer than its maximum in flight.
@@ -40,142 +35,173 @@ struct InFlight {
     runs: Vec<(u64, u64, usize)>,
 }
 
+/// One round's state, reused from round to round by the thread that runs them: the copy
+/// of its groups' pages (the buffer bounds the groups a round takes), and what its writes
+/// left for the release.
+pub(crate) struct Batch {
+    buf: Vec<u8>,
+    groups: Vec<InFlight>,
+    /// Backup records protecting the rows (images, partial parities), released at the end.
+    images: Vec<super::Handle>,
+    result: Result<(), IoFail>,
+    limited: bool,
+    t_write: std::time::Instant,
+    /// The rows' write intents, when begun by the caller for several rounds at once
+    /// (`destage_pool.rs`): `Ok` when begun (ended after the writes, as always), `Err` when
+    /// the bitmap write failed (nothing begun). `None`: the round begins its own.
+    pub(super) intent: Option<Result<(), IoFail>>,
+}
+
+impl Batch {
+    /// A round buffer of `bytes` (at least one group's).
+    pub(super) fn new(bytes: usize) -> Batch {
+        Batch {
+            buf: vec![0u8; bytes],
+            groups: Vec::new(),
+            images: Vec::new(),
+            result: Ok(()),
+            limited: false,
+            t_write: std::time::Instant::now(),
+            intent: None,
+        }
+    }
+
+    /// The rows the round writes, as write-intent ranges.
+    pub(super) fn rows(&self, per_row: u64) -> Vec<(u64, u64)> {
+        self.groups
+            .iter()
+            .map(|f| (f.d.first / per_row, f.d.first / per_row))
+            .collect()
+    }
+}
+
 impl WriteBack {
-    /// Start the destager thread; it ends after `stop`.
-    pub fn spawn_destager(self: &Arc<Self>) -> thread::JoinHandle<()> {
-        let me = Arc::clone(self);
-        thread::Builder::new()
-            .name("raidlab-destage".into())
-            .spawn(move || me.destage_loop())
-            .expect("spawning a thread")
-    }
-
-    fn destage_loop(&self) {
-        // Destage I/O queues behind user I/O on disk-timed members.
-        crate::member::timed::set_thread_class(raidlab::disk::Class::Destage);
-        let group_bytes = self.ctl.geo.blocks_per_stripe() as usize * BLOCK;
-        let mut buf = vec![0u8; ROUND_BYTES_MAX.max(group_bytes)];
-        let mut round: Vec<InFlight> = Vec::new();
-        let mut last_probe = Instant::now();
-        while !self.stop.load(Ordering::SeqCst) {
-            let t0 = Instant::now();
-            match self.destage_round(&mut buf, &mut round, false, true) {
-                Round::Idle => self.lost_backup_step(&mut last_probe),
-                // Slow members (a disk's, a disk-timed member's) make a round long anyway.
-                Round::Ran { limited: true } if !self.ctl.fan_out(0..self.ctl.shape().disks) => {
-                    self.pace(ROUND_GAP.saturating_sub(t0.elapsed()))
-                }
-                Round::Ran { .. } => {}
-            }
-        }
-    }
-
-    /// After a round the rate held below its maximum: wait out the rest of `gap` unless
-    /// the rate rises to its maximum, a FLUSH or drain wants everything, or the cache stops.
-    /// On fast members a round takes well under `ROUND_GAP` and is mostly its fixed costs
-    /// (a backup commit for its partial parities, a sync of every member it wrote, the
-    /// release): started back to back at a low rate, rounds of one small group each paid
-    /// them ~1,600 times a second at depth 1 and took the disk's flushes from the writers.
-    /// Not called when the members are slow (their mean operation at or above
-    /// `fanout::SLOW_NS_MIN`, as for disk-timed members): a round is then long anyway.
-    fn pace(&self, gap: Duration) {
-        if gap.is_zero() {
-            return;
-        }
-        let start = Instant::now();
-        let mut g = self.lock();
-        for _ in 0..PACE_WAITS_MAX {
-            let spent = start.elapsed();
-            if spent >= gap
-                || self.stop.load(Ordering::SeqCst)
-                || g.flushing > 0
-                || g.mode != Mode::Backed
-                || g.cache.allowed() >= g.cache.rate().max()
-            {
-                return;
-            }
-            g = crate::sync::wait_timeout(&self.work, &self.inner, g, gap - spent);
-        }
+    /// Bytes of one group's pages (a stripe row's).
+    pub(super) fn group_bytes(&self) -> usize {
+        self.ctl.geo.blocks_per_stripe() as usize * BLOCK
     }
 
     /// One destage round run by the caller (tests drive the cache deterministically this
     /// way, with no destager thread): at the rate's allowance, or at its maximum with
     /// `force`. `false` when nothing was destaged.
     pub fn destage_step(&self, force: bool) -> bool {
-        let group_bytes = self.ctl.geo.blocks_per_stripe() as usize * BLOCK;
-        let mut buf = vec![0u8; group_bytes * self.spec.max_destages.max(1) as usize];
-        self.destage_round(&mut buf, &mut Vec::new(), force, false) != Round::Idle
+        let mut b = Batch::new(self.group_bytes() * self.spec.max_destages.max(1) as usize);
+        self.destage_round(&mut b, usize::MAX, force, false) != Round::Idle
     }
 
-    /// Start, write and finish one round of destages. `Idle` when there was nothing to do
-    /// (after waiting a little for work when `wait`).
-    fn destage_round(
+    /// A round of one group started and written, not yet synced nor released: tests hold
+    /// several such destages in flight at once, in an order they choose, and end each with
+    /// [`WriteBack::destage_end`].
+    #[cfg(test)]
+    pub(crate) fn destage_begin(&self, force: bool) -> Option<Batch> {
+        let mut b = Batch::new(self.group_bytes());
+        if !self.take(&mut b, 1, force, false) {
+            return None;
+        }
+        self.write_batch(&mut b);
+        Some(b)
+    }
+
+    /// Sync, release and free a round from [`WriteBack::destage_begin`].
+    #[cfg(test)]
+    pub(crate) fn destage_end(&self, mut b: Batch) {
+        self.settle(&mut b);
+    }
+
+    /// Start, write and finish one round of at most `groups_max` destages. `Idle` when
+    /// there was nothing to do (after waiting a little for work when `wait`).
+    pub(super) fn destage_round(
         &self,
-        buf: &mut [u8],
-        round: &mut Vec<InFlight>,
+        b: &mut Batch,
+        groups_max: usize,
         force: bool,
         wait: bool,
     ) -> Round {
-        round.clear();
-        let mut used = 0usize;
-        let limited;
-        {
-            let mut g = self.lock();
-            if g.failed.is_some() {
-                if wait {
-                    drop(self.wait(&self.work, g));
-                }
-                return Round::Idle;
-            }
-            let allowed = if force || g.flushing > 0 || g.mode != Mode::Backed {
-                g.cache.rate().max()
-            } else {
-                g.cache.allowed()
-            };
-            limited = allowed < g.cache.rate().max();
-            let group_bytes = g.cache.group_pages() as usize * BLOCK;
-            while g.cache.inflight() < allowed && used + group_bytes <= buf.len() {
-                let Some(d) = g.cache.start_destage() else {
-                    break;
-                };
-                let mut runs: Vec<(u64, u64, usize)> = Vec::new();
-                let bits = g.cache.flight_bits(d.slot).to_vec();
-                for (w, &word) in bits.iter().enumerate() {
-                    let mut word = word;
-                    while word != 0 {
-                        let i = w as u64 * 64 + u64::from(word.trailing_zeros());
-                        word &= word - 1;
-                        let lba = d.first + i;
-                        let p = g
-                            .pages
-                            .get_mut(&lba)
-                            .expect("an in-flight page has a frame");
-                        debug_assert!(p.flight.is_none(), "page {lba} in flight twice");
-                        p.flight = p.dirty.take();
-                        let v = p.flight.expect("a destaged page was dirty");
-                        let at = v.frame as usize * BLOCK;
-                        buf[used..used + BLOCK].copy_from_slice(&g.frames[at..at + BLOCK]);
-                        match runs.last_mut() {
-                            Some((f, n, _)) if *f + *n == lba => *n += 1,
-                            _ => runs.push((lba, 1, used)),
-                        }
-                        used += BLOCK;
-                    }
-                }
-                debug_assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), u64::from(d.pages));
-                round.push(InFlight { d, runs });
-            }
-            if round.is_empty() {
-                if wait {
-                    drop(self.wait(&self.work, g));
-                }
-                return Round::Idle;
-            }
+        if !self.take(b, groups_max, force, wait) {
+            return Round::Idle;
         }
-        let mut result: Result<(), IoFail>;
-        let t_write = std::time::Instant::now();
+        self.write_batch(b);
+        self.settle(b);
+        Round::Ran { limited: b.limited }
+    }
+
+    /// Start the round's destages while the rate allows (and `groups_max`, and the buffer):
+    /// their dirty pages become in flight and are copied out. `false` when none started.
+    pub(super) fn take(&self, b: &mut Batch, groups_max: usize, force: bool, wait: bool) -> bool {
+        b.groups.clear();
+        b.images.clear();
+        b.result = Ok(());
+        b.intent = None;
+        let buf = &mut b.buf;
+        let mut used = 0usize;
+        let mut g = self.lock();
+        if g.failed.is_some() {
+            if wait {
+                drop(self.wait(&self.work, g));
+            }
+            return false;
+        }
+        let allowed = if force || g.flushing > 0 || g.mode != Mode::Backed {
+            g.cache.rate().max()
+        } else {
+            g.cache.allowed()
+        };
+        b.limited = allowed < g.cache.rate().max();
+        let group_bytes = g.cache.group_pages() as usize * BLOCK;
+        // Bounded: each pass starts a destage, and the cache holds at most `allowed`.
+        while g.cache.inflight() < allowed
+            && b.groups.len() < groups_max
+            && used + group_bytes <= buf.len()
+        {
+            let Some(d) = g.cache.start_destage() else {
+                break;
+            };
+            let mut runs: Vec<(u64, u64, usize)> = Vec::new();
+            let bits = g.cache.flight_bits(d.slot).to_vec();
+            for (w, &word) in bits.iter().enumerate() {
+                let mut word = word;
+                while word != 0 {
+                    let i = w as u64 * 64 + u64::from(word.trailing_zeros());
+                    word &= word - 1;
+                    let lba = d.first + i;
+                    let p = g
+                        .pages
+                        .get_mut(&lba)
+                        .expect("an in-flight page has a frame");
+                    debug_assert!(p.flight.is_none(), "page {lba} in flight twice");
+                    p.flight = p.dirty.take();
+                    let v = p.flight.expect("a destaged page was dirty");
+                    let at = v.frame as usize * BLOCK;
+                    buf[used..used + BLOCK].copy_from_slice(&g.frames[at..at + BLOCK]);
+                    match runs.last_mut() {
+                        Some((f, n, _)) if *f + *n == lba => *n += 1,
+                        _ => runs.push((lba, 1, used)),
+                    }
+                    used += BLOCK;
+                }
+            }
+            debug_assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), u64::from(d.pages));
+            b.groups.push(InFlight { d, runs });
+        }
+        if b.groups.is_empty() {
+            if wait {
+                drop(self.wait(&self.work, g));
+            }
+            return false;
+        }
+        self.counters
+            .destages_in_flight_max
+            .fetch_max(u64::from(g.cache.inflight()), Ordering::Relaxed);
+        true
+    }
+
+    /// Protect the round's rows, set their write intents, and write their pages (not
+    /// synced). Failures are left in `b.result` (or lose the backup).
+    pub(super) fn write_batch(&self, b: &mut Batch) {
+        b.t_write = std::time::Instant::now();
+        let round = &b.groups;
         let lost_before = self.lost_slots();
-        let mut images = match self.protect_rows(round) {
+        b.images = match self.protect_rows(round) {
             Ok(h) => h,
             Err(e) => {
                 let mut g = self.lock();
@@ -184,18 +210,19 @@ impl WriteBack {
             }
         };
         // The round's groups are rows of their own: written all at once when the members
-        // are slow, so `max_destages` destages are in flight on the members together.
+        // are slow, so the round's destages are in flight on the members together.
         let parallel = round.len() > 1 && self.ctl.fan_out(0..self.ctl.shape().disks);
-        let buf = &*buf;
-        // The rows' write-intent bits, all set by one bitmap write: a random workload
-        // dirties a new region with nearly every group, and a bitmap write syncs every
-        // member. Each group's own write then finds its bit set.
+        let buf = &*b.buf;
+        // The rows' write-intent bits, all set by one bitmap write (unless the caller set
+        // them for several rounds at once): a random workload dirties a new region with
+        // nearly every group, and a bitmap write syncs every member. Each group's own write
+        // then finds its bit set.
         let per_row = self.ctl.geo.blocks_per_stripe();
-        let rows: Vec<(u64, u64)> = round
-            .iter()
-            .map(|f| (f.d.first / per_row, f.d.first / per_row))
-            .collect();
-        result = self.ctl.intent_begin_all(&rows);
+        let rows = b.rows(per_row);
+        let mut result = match b.intent.take() {
+            Some(begun) => begun,
+            None => self.ctl.intent_begin_all(&rows),
+        };
         if result.is_ok() {
             let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
                 // Row by row, all of a row's pages in one write (`ctrl/pages.rs`).
@@ -212,8 +239,9 @@ impl WriteBack {
                 pieces
                     .chunk_by(|x, y| x.0 / per_row == y.0 / per_row)
                     .try_for_each(|row_pieces| {
+                        // The row's intent is begun above (or by the caller).
                         self.ctl
-                            .write_row_pages(row_pieces[0].0 / per_row, row_pieces)
+                            .write_row_pages_begun(row_pieces[0].0 / per_row, row_pieces)
                     })
             });
             if let Some(e) = done.into_iter().find_map(Result::err) {
@@ -235,7 +263,7 @@ impl WriteBack {
                     self.counters
                         .late_images
                         .fetch_add(h.len() as u64, Ordering::Relaxed);
-                    images.extend(h);
+                    b.images.extend(h);
                 }
                 Err(e) => {
                     let mut g = self.lock();
@@ -243,7 +271,15 @@ impl WriteBack {
                 }
             }
         }
+        b.result = result;
+    }
+
+    /// Sync the members after the round's writes, then release its backup records, then
+    /// free its pages and end its destages in the cache. A failed round stops the cache.
+    pub(super) fn settle(&self, b: &mut Batch) {
+        let round = &b.groups;
         let t_sync = std::time::Instant::now();
+        let mut result = std::mem::replace(&mut b.result, Ok(()));
         if result.is_ok() {
             // The backup's copies may go only once the members hold the pages durably.
             result = self.ctl.flush();
@@ -259,13 +295,13 @@ impl WriteBack {
             let mut g = self.lock();
             g.failed = Some(format!("destage failed: {why}"));
             self.room.notify_all();
-            return Round::Ran { limited };
+            return;
         }
         // The members hold the round durably: its records go first, and only then do its
         // pages leave the cache. The other order left a moment in which the log's cleaner
         // (run by any writer's put) found a live record whose page the cache no longer had,
         // and lost the backup.
-        if let Some(b) = &self.backup {
+        if let Some(bk) = &self.backup {
             let released: Vec<super::Handle> = {
                 let g = self.lock();
                 round
@@ -278,9 +314,9 @@ impl WriteBack {
                     })
                     .collect()
             };
-            b.release_destaged(&released);
-            if !images.is_empty() {
-                if let Err(e) = b.release_images(&images) {
+            bk.release_destaged(&released);
+            if !b.images.is_empty() {
+                if let Err(e) = bk.release_images(&b.images) {
                     let mut g = self.lock();
                     self.lose_backup(&mut g, &format!("backup write failed: {e}"));
                 }
@@ -306,17 +342,18 @@ impl WriteBack {
                 g.cache.finish_destage(f.d.slot);
             }
             self.room.notify_all();
+            // A slot is free: the destager may start another destage.
+            self.work.notify_one();
         }
         let c = &self.counters;
         let ns = |d: std::time::Duration| d.as_nanos() as u64;
         c.destage_rounds.fetch_add(1, Ordering::Relaxed);
         c.destage_write_ns
-            .fetch_add(ns(t_sync - t_write), Ordering::Relaxed);
+            .fetch_add(ns(t_sync - b.t_write), Ordering::Relaxed);
         c.destage_sync_ns
             .fetch_add(ns(t_release - t_sync), Ordering::Relaxed);
         c.destage_release_ns
             .fetch_add(ns(t_release.elapsed()), Ordering::Relaxed);
-        Round::Ran { limited }
     }
 
     /// Before a round's writes: the images of its rows' lost units and the partial
@@ -449,54 +486,5 @@ impl WriteBack {
             }
         }
         v
-    }
-
-    /// A lost backup: once the drain is over, void the backup and write through; while
-    /// writing through, try now and then to bring the backup back (a fresh epoch).
-    fn lost_backup_step(&self, last_probe: &mut Instant) {
-        let Some(b) = &self.backup else {
-            return;
-        };
-        let mut g = self.lock();
-        match g.mode.clone() {
-            Mode::Backed => {}
-            Mode::Draining(why) => {
-                if g.cache.occupied() > 0 {
-                    return;
-                }
-                // Everything is on the members: the backup's records must never be replayed
-                // over what is now written straight to the array.
-                if let Err(e) = b.reset() {
-                    let epoch = b.epoch();
-                    let voided = match &self.void_hook {
-                        Some(h) => h(epoch).map_err(|e2| e2.to_string()),
-                        None => Err("no place to record it".to_string()),
-                    };
-                    if let Err(e2) = voided {
-                        // Neither worked: refuse writes rather than risk a stale replay.
-                        g.failed = Some(format!(
-                            "the write-cache backup failed ({why}) and could be neither reset ({e}) nor voided ({e2})"
-                        ));
-                        self.room.notify_all();
-                        return;
-                    }
-                }
-                warn(&format!("write cache drained; writing through ({why})"));
-                g.mode = Mode::WriteThrough(why);
-                *last_probe = Instant::now();
-                self.room.notify_all();
-            }
-            Mode::WriteThrough(_) => {
-                if last_probe.elapsed() < PROBE_EVERY {
-                    return;
-                }
-                *last_probe = Instant::now();
-                if b.reset().is_ok() {
-                    warn("write-cache backup is writable again; write-back resumed");
-                    g.mode = Mode::Backed;
-                    self.room.notify_all();
-                }
-            }
-        }
     }
 }

@@ -13,7 +13,9 @@
 //!   members: it leaves the cache only after its destage's writes were synced.
 //! - **Destage** (`destage.rs`): the order picks a group, its dirty pages become in flight,
 //!   are written through the array's planner (a full row is a full-stripe write), the
-//!   members are synced, and only then are the frames freed and the backup records released.
+//!   members are synced, and only then are the backup records released and the frames
+//!   freed. On slow members several threads destage at once, each group landing on its own
+//!   (`destage_pool.rs`).
 //! - **Backup lost** (a write or sync of the backup failed): writers wait while everything
 //!   is destaged, the backup is voided (a new epoch, or a marker file when even that fails,
 //!   so its stale records are never replayed), and writes go straight to the array until a
@@ -26,7 +28,8 @@
 
 pub mod backup;
 pub mod commit;
-mod destage;
+pub(crate) mod destage;
+mod destage_pool;
 pub mod format;
 mod io;
 pub mod log;
@@ -38,6 +41,8 @@ pub mod setup;
 mod tests;
 #[cfg(test)]
 mod tests_order;
+#[cfg(all(test, not(feature = "shuttle")))]
+mod tests_pool;
 #[cfg(test)]
 mod tests_ppl;
 
@@ -194,11 +199,14 @@ pub struct WbCounters {
     pub lock_waits: AtomicU64,
     pub lock_wait_ns: AtomicU64,
     /// Where the destager's time goes (ns): writing rounds' pages through the array, the
-    /// member syncs after them, and freeing the pages and releasing their records.
+    /// member syncs after them, and freeing the pages and releasing their records; summed
+    /// over the threads that run rounds at once on slow members (`destage_pool.rs`).
     pub destage_write_ns: AtomicU64,
     pub destage_sync_ns: AtomicU64,
     pub destage_release_ns: AtomicU64,
     pub destage_rounds: AtomicU64,
+    /// Most destages in flight at once (seen when a round starts).
+    pub destages_in_flight_max: AtomicU64,
 }
 
 /// The write-back cache in front of a controller.
@@ -379,6 +387,7 @@ impl WriteBack {
             "group_pages": g.cache.group_pages(),
             "occupied_pages": g.cache.occupied(),
             "destages_in_flight": g.cache.inflight(),
+            "destages_in_flight_max": c.destages_in_flight_max.load(Ordering::Relaxed),
             "groups_waiting": g.cache.groups_waiting(),
             "page_writes": s.page_writes,
             "overwrite_hits": s.overwrite_hits,

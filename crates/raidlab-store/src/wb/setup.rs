@@ -47,7 +47,8 @@ pub struct WbOptions {
 
 /// Largest write cache in MiB (frames are allocated up front).
 pub const WRITE_CACHE_MIB_MAX: u64 = 64 << 10;
-/// Most destages one round may hold (each one row's pages in the round buffer).
+/// Most destages in flight: one round's groups on fast members (each one row's pages in
+/// the round buffer), the destager's threads on slow members (`destage_pool.rs`).
 pub const MAX_DESTAGES_MAX: u32 = 256;
 
 impl WbOptions {

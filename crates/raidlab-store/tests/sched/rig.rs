@@ -126,6 +126,9 @@ pub struct Tally {
     pub hole_concurrent: u64,
     /// Distinct histories (member I/O and client calls, in order) among the runs.
     pub histories: std::collections::HashSet<u64>,
+    /// Runs in which the write cache had two destages or more in flight at once (the
+    /// destager's pool: under the scheduler the members count as slow).
+    pub overlapped: u64,
 }
 
 /// Shared by the threads of one run.
@@ -478,6 +481,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         c.join().expect("client");
     }
     op.join().expect("operator");
+    let mut overlapped = false;
     if let (Some(w), Some(d)) = (&wb, destager) {
         let drained = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let dr = {
@@ -507,6 +511,9 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         // find a live record's page, a full log) is the controller's own bug, even though
         // writing through afterwards keeps the data.
         let st = w.status();
+        if st["destages_in_flight_max"].as_u64().unwrap_or(0) >= 2 {
+            overlapped = true;
+        }
         if ctx.cfg.mode.backed()
             && !ctx.backup_lost.load(std::sync::atomic::Ordering::SeqCst)
             && st["mode"]["state"] != "backed"
@@ -550,6 +557,7 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
         t.runs += 1;
         t.calls += model.ops.len() as u64;
         t.histories.insert(h.finish());
+        t.overlapped += u64::from(overlapped);
     }
     let voided = void_at.lock().expect("void").clone();
     let run = crate::recover::Run {
