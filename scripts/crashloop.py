@@ -312,7 +312,7 @@ def crashloop(
     base = Path(tempfile.mkdtemp(prefix="raidlab-crashloop-", dir=root))
     arr = base / "arr"
     log = base / "serve.log"
-    subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "16KiB", "--size", size], check=True, capture_output=True, timeout=120)
+    subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "16KiB", "--size", size, "--bitmap-chunk", "16KiB"], check=True, capture_output=True, timeout=120)
     led, tot = Ledger(), Totals()
     port = free_port()
     server = start_server(arr, port, log, serve_args)

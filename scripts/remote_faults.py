@@ -204,7 +204,7 @@ def run_cell(root: Path, hosts: Hosts, level: str, mode: str, fault: str, member
         kits.append(Nbdkit(hosts.hosts[k], k, img, filters, params))
     arr = cell / "arr"
     size = f"{member_mib}MiB"
-    subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "64KiB", "--size", size, *[k.uri for k in kits]], check=True, capture_output=True, timeout=60)
+    subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "64KiB", "--size", size, "--bitmap-chunk", "64KiB", *[k.uri for k in kits]], check=True, capture_output=True, timeout=60)
     extra = ["--write-cache-mib", "2", "--backup", "mirror"] if mode == "wb" else []
     port = free_port()
     log = cell / "serve.log"

@@ -98,8 +98,11 @@ def create_array(
     layout: str | None = None,
     spares: int = 0,
     name: str | None = None,
+    bitmap_chunk: str | None = None,
 ) -> dict[str, Any]:
     args: list[object] = ["array", "create", dir, "--level", level, "--disks", disks, "--chunk", chunk, "--size", size]
+    if bitmap_chunk:
+        args += ["--bitmap-chunk", bitmap_chunk]
     if layout:
         args += ["--layout", layout]
     if spares:

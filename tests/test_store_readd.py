@@ -27,7 +27,8 @@ from store_fixtures import (
 )
 
 CHUNK = 64 * KiB
-# RAID-5 of 4: a row holds 3 data chunks; 4 MiB per member make 64 rows, one bitmap region each.
+# RAID-5 of 4: a row holds 3 data chunks; 4 MiB per member make 64 rows, one bitmap region
+# each (`--bitmap-chunk 64KiB`; md's default, 64 MiB, would make the array one region).
 ROW = 3 * CHUNK
 MEMBER = 4 * MiB
 BASE = 0x11
@@ -42,7 +43,7 @@ def _offset(i: int, row: int) -> int:
 def _start(tmp_path: Path, store_servers: ServerPool) -> tuple[Path, Server]:  # noqa: F811
     require_tools("qemu-io")
     d = tmp_path / "arr"
-    create_array(d, "raid5", 4, size="4MiB", chunk="64KiB")
+    create_array(d, "raid5", 4, size="4MiB", chunk="64KiB", bitmap_chunk="64KiB")
     srv = store_servers.start(d)
     qemu_io(srv.uri, f"write -P {BASE} 0 {64 * ROW}")
     # Healthy: the bits of the first writes are cleared once idle (2 s).

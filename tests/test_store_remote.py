@@ -88,7 +88,7 @@ def test_raid5_of_remote_members_survives_a_host_restart_and_rebuilds_onto_a_rem
     hosts = [kits(f"h{i}") for i in range(4)]
     d = tmp_path / "arr"
     out = json.loads(
-        cli_ok("array", "create", d, "--level", "raid5", "--disks", "3", "--spares", "1", "--chunk", "64KiB", "--size", "4MiB", *[h.uri for h in hosts], "--json")
+        cli_ok("array", "create", d, "--level", "raid5", "--disks", "3", "--spares", "1", "--chunk", "64KiB", "--size", "4MiB", "--bitmap-chunk", "64KiB", *[h.uri for h in hosts], "--json")
     )
     assert out["members"] == [h.uri for h in hosts[:3]] and out["spares"] == [hosts[3].uri], out
     manifest = json.loads((d / "members.json").read_text())
@@ -183,7 +183,7 @@ def test_raid10_across_two_machines_survives_losing_one_and_a_host_away_at_start
     hosts = [kits(f"h{i}") for i in range(4)]
     machine_b = [hosts[1], hosts[3]]
     d = tmp_path / "arr"
-    cli_ok("array", "create", d, "--level", "raid10", "--disks", "4", "--chunk", "64KiB", "--size", "4MiB", *[h.uri for h in hosts])
+    cli_ok("array", "create", d, "--level", "raid10", "--disks", "4", "--chunk", "64KiB", "--size", "4MiB", "--bitmap-chunk", "64KiB", *[h.uri for h in hosts])
     srv = store_servers.start(d, "--member-timeout", "1")
     size = 2 * MEMBER
     qemu_io(srv.uri, f"write -P 0x31 0 {size}")
@@ -240,7 +240,7 @@ def test_fio_verifies_through_a_host_restart_and_remove_then_re_add_by_uri(
     require_tools("fio")
     hosts = [kits(f"h{i}") for i in range(5)]
     d = tmp_path / "arr"
-    cli_ok("array", "create", d, "--level", "raid6", "--disks", "5", "--chunk", "64KiB", "--size", "4MiB", *[h.uri for h in hosts])
+    cli_ok("array", "create", d, "--level", "raid6", "--disks", "5", "--chunk", "64KiB", "--size", "4MiB", "--bitmap-chunk", "64KiB", *[h.uri for h in hosts])
     srv = store_servers.start(d, "--member-timeout", "1")
     size = 3 * MEMBER
     # About 3 s of verified random writes (fio checks every block it wrote at the end);

@@ -80,6 +80,7 @@ def array_create(
     name: str | None = None,
     members: list[str] = ...,
     force: bool = False,
+    bitmap_chunk: str | None = None,
 ) -> str: ...
 def array_examine(dir: str) -> str: ...
 def serve(

@@ -62,6 +62,7 @@ def cmd_array_create(args: argparse.Namespace, console: Console) -> int:
             # Absolute, from the caller's working directory (the manifest records them so).
             members=[_device(m) for m in args.members],
             force=args.force,
+            bitmap_chunk=args.bitmap_chunk,
         )
     )
     if _print_json_or(args, out):
@@ -276,6 +277,11 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     c.add_argument("--spares", type=int, default=0, help="hot spares")
     c.add_argument("--name", default=None, help="array and export name (default: the directory's name)")
     c.add_argument("--force", action="store_true", help="overwrite an array in DIR or reuse devices with a superblock")
+    c.add_argument(
+        "--bitmap-chunk",
+        default=None,
+        help="member bytes per write-intent bitmap region, whole chunks (default 64MiB, md's; smaller regions resync less after a crash and write the bitmap more often)",
+    )
     c.add_argument("--json", action="store_true")
     c.add_argument("members", nargs="*", help="explicit members (files, block devices, or NBD URIs nbd://HOST:PORT/EXPORT, nbd+unix:///EXPORT?socket=PATH): disks, then spares")
     c.set_defaults(func=cmd_array_create)

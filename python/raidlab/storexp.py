@@ -372,9 +372,19 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
             "write_cache",
         )
     m["store_write_through_pages"] = wc.get("write_through_pages", 0)
-    for k in ("destages", "full_stripe_destages"):
+    for k in ("destages", "full_stripe_destages", "destaged_pages"):
         if k in wc:
             m[f"store_{k}"] = wc[k]
+    # Write-intent bitmap writes (each a write of every member's bitmap): member operations
+    # the simulator does not model.
+    rw = final.get("row_writes") or {}
+    for k in ("rows", "member_ops"):
+        if k in rw:
+            m[f"store_row_write_{k}"] = rw[k]
+    resync = final.get("resync") or {}
+    for k in ("bitmap_set_writes", "bitmap_clear_writes"):
+        if k in resync:
+            m[f"store_{k}"] = resync[k]
     late = [mm["timing"]["late_us_mean"] for mm in final["members"] if mm.get("timing")]
     m["store_late_us_mean"] = sum(late) / len(late) if late else math.nan
     ramp = [

@@ -12,7 +12,7 @@ use crate::to_py;
 
 /// Create an array; returns JSON text describing what was made.
 #[pyfunction]
-#[pyo3(signature = (dir, level, disks, chunk, size, layout=None, spares=0, name=None, members=Vec::new(), force=false))]
+#[pyo3(signature = (dir, level, disks, chunk, size, layout=None, spares=0, name=None, members=Vec::new(), force=false, bitmap_chunk=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn array_create(
     py: Python<'_>,
@@ -26,10 +26,21 @@ pub fn array_create(
     name: Option<&str>,
     members: Vec<String>,
     force: bool,
+    bitmap_chunk: Option<&str>,
 ) -> PyResult<String> {
     let out = py.allow_threads(|| {
         let spec = args::create_spec(
-            dir, level, disks, chunk, size, layout, spares, name, &members, force,
+            dir,
+            level,
+            disks,
+            chunk,
+            size,
+            layout,
+            spares,
+            name,
+            &members,
+            force,
+            bitmap_chunk,
         )?;
         format::create(&spec).map(|c| args::created_json(&c).to_string())
     });

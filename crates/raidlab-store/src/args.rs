@@ -11,7 +11,7 @@ use crate::ctrl::SlotState;
 use crate::format::{self, parse_size, uuid_string, Assembled, CreateSpec, Created};
 
 /// `raidlab array create DIR --level L --disks N --chunk C --size S [--layout] [--spares K]
-/// [--name] [--force] [MEMBER...]`.
+/// [--name] [--force] [--bitmap-chunk B] [MEMBER...]`.
 #[allow(clippy::too_many_arguments)]
 pub fn create_spec(
     dir: &str,
@@ -24,6 +24,7 @@ pub fn create_spec(
     name: Option<&str>,
     members: &[String],
     force: bool,
+    bitmap_chunk: Option<&str>,
 ) -> Result<CreateSpec> {
     let level = Level::from_name(level).ok_or_else(|| {
         Error::config(
@@ -42,6 +43,9 @@ pub fn create_spec(
     };
     let chunk_bytes = parse_size(chunk, "--chunk")?;
     let member_data_bytes = parse_size(size, "--size")?;
+    let bitmap_region_bytes = bitmap_chunk
+        .map(|b| parse_size(b, "--bitmap-chunk"))
+        .transpose()?;
     let dir_path = PathBuf::from(dir);
     let name = match name {
         Some(n) => n.to_string(),
@@ -67,6 +71,7 @@ pub fn create_spec(
         spares,
         members,
         force,
+        bitmap_region_bytes,
     })
 }
 
@@ -212,9 +217,35 @@ mod tests {
 
     #[test]
     fn bad_arguments_name_their_option() {
-        let e = create_spec("d", "raid7", 4, "64K", "1M", None, 0, None, &[], false).unwrap_err();
+        let e = create_spec(
+            "d",
+            "raid7",
+            4,
+            "64K",
+            "1M",
+            None,
+            0,
+            None,
+            &[],
+            false,
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("--level"), "{e}");
-        let e = create_spec("d", "raid5", 4, "64Q", "1M", None, 0, None, &[], false).unwrap_err();
+        let e = create_spec(
+            "d",
+            "raid5",
+            4,
+            "64Q",
+            "1M",
+            None,
+            0,
+            None,
+            &[],
+            false,
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("--chunk"), "{e}");
         let e = create_spec(
             "d",
@@ -227,9 +258,25 @@ mod tests {
             None,
             &[],
             false,
+            None,
         )
         .unwrap_err();
         assert!(e.to_string().contains("--layout"), "{e}");
+        let e = create_spec(
+            "d",
+            "raid5",
+            4,
+            "64K",
+            "1M",
+            None,
+            0,
+            None,
+            &[],
+            false,
+            Some("lots"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--bitmap-chunk"), "{e}");
         let s = create_spec(
             "some/dir",
             "raid6",
@@ -241,6 +288,7 @@ mod tests {
             None,
             &[],
             false,
+            None,
         )
         .unwrap();
         assert_eq!(

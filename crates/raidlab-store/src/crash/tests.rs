@@ -137,6 +137,8 @@ fn create_array(cfg: &Config) -> (Scratch, Vec<PathBuf>) {
         spares: u32::from(cfg.setup == Setup::Rebuilding),
         members: None,
         force: false,
+        // One row per region: a crash resyncs only the rows it may have torn.
+        bitmap_region_bytes: Some(CHUNK),
     };
     format::create(&spec).expect("create");
     let paths = format::read_manifest(&dir.0).expect("manifest");
@@ -156,7 +158,7 @@ fn recorded_controller(a: &format::Assembled) -> Controller {
     )
     .expect("controller");
     ctl.assume_clean(a.clean);
-    ctl.init_intent(a.dirty_regions.clone());
+    ctl.init_intent_regions(a.rows_per_region, a.dirty_regions.clone());
     ctl
 }
 

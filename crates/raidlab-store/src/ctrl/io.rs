@@ -40,6 +40,10 @@ crate::sync::thread_local! {
 
 /// One attempt at a row's write: `Ok(devices that failed a write)`, `Err(Ok(fault))` for a
 /// read failure (nothing written yet: fail the device and plan again).
+/// Called by `run_row_plan` between a plan's reads and its writes: the plan, the row's
+/// workspace holding what was read, and the workspace's first column.
+pub(crate) type AfterReads<'a> = &'a mut dyn FnMut(&Plan, &Workspace, u32);
+
 pub(crate) type RowAttempt = Result<Vec<Fault>, Result<Fault, IoFail>>;
 
 impl Controller {
@@ -431,13 +435,15 @@ impl Controller {
             st.array.plan_write(first, count, plan);
             let pages = (first..first + count)
                 .map(|lba| (lba, &src[((lba - first) as usize) * BLOCK..][..BLOCK]));
-            self.run_row_plan(&st, row, plan, ws, rs, pages, touched)
+            self.run_row_plan(&st, row, plan, ws, rs, pages, touched, None)
         })
     }
 
     /// Carry out `plan`, the plan of a write of `pages` (each a block's address and new
     /// bytes) to row `row`: its reads, the new parity of every column whose parity it
-    /// writes, its writes. `st` is held for the attempt.
+    /// writes, its writes. `st` is held for the attempt. `after_reads` is called once the
+    /// plan's reads are in `ws` (its columns counted from the plan's first, given) and
+    /// before any write.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run_row_plan<'a>(
         &self,
@@ -448,6 +454,7 @@ impl Controller {
         rs: &mut RowScratch,
         pages: impl Iterator<Item = (u64, &'a [u8])>,
         touched: &mut SlotSet,
+        after_reads: Option<AfterReads<'_>>,
     ) -> RowAttempt {
         let n = self.geo.disks() as usize;
         let bpu = self.geo.blocks_per_stripe_unit();
@@ -457,6 +464,10 @@ impl Controller {
         if plan.ops.is_empty() {
             return Ok(Vec::new());
         }
+        self.row_writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.row_plan_ops
+            .fetch_add(plan.ops.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let c0 = plan.ops.iter().map(|o| o.block - base).min().unwrap_or(0);
         let c1 = plan
             .ops
@@ -500,6 +511,9 @@ impl Controller {
         done.into_iter()
             .collect::<Result<(), Fault>>()
             .map_err(Ok)?;
+        if let Some(f) = after_reads {
+            f(plan, ws, c0);
+        }
         if matches!(level, Level::Raid5 | Level::Raid6) {
             let par = self.geo.parity_disks(row);
             // In Q's syndrome order (md's), which column.rs weights by g^position.

@@ -23,6 +23,7 @@ mod members;
 mod missing;
 mod ops;
 mod pages;
+pub(crate) use pages::BeforeRowWrites;
 pub mod readd;
 pub mod rebuild;
 mod rebuild_run;
@@ -364,6 +365,10 @@ pub struct Controller {
     pub(crate) resync: Mutex<sync::Resync>,
     /// User I/O seen since the rebuild last looked (md's "is the array idle").
     pub(crate) busy: AtomicBool,
+    /// Rows written through a plan and the member operations their plans held (the
+    /// simulator's `wc_destage_disk_ops` counts the same plans for destages).
+    pub(crate) row_writes: AtomicU64,
+    pub(crate) row_plan_ops: AtomicU64,
     pub(crate) shutdown: AtomicBool,
     /// What a layer in front (the write-back cache) adds to `ctl status`.
     pub(crate) front_status: std::sync::OnceLock<StatusHook>,
@@ -437,6 +442,8 @@ impl Controller {
             last_rebuild: Mutex::new(None),
             resync: Mutex::new(sync::Resync::default()),
             busy: AtomicBool::new(false),
+            row_writes: AtomicU64::new(0),
+            row_plan_ops: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             front_status: std::sync::OnceLock::new(),
             any_missing: std::sync::atomic::AtomicBool::new(false),

@@ -93,6 +93,8 @@ impl Controller {
                 "dirty_regions": r.dirty.iter().filter(|&&b| b).count(),
                 "resynced_rows": r.resynced_rows,
                 "repaired_rows": r.repaired_rows,
+                "bitmap_set_writes": r.set_writes,
+                "bitmap_clear_writes": r.clear_writes,
                 "region_bytes": r.rows_per_region * self.shape.chunk_bytes,
                 "cleared_events": r.cleared_events,
             })
@@ -158,6 +160,10 @@ impl Controller {
             "rebuild": rebuild,
             "last_rebuild": last_rebuild,
             "resync": resync,
+            "row_writes": json!({
+                "rows": self.row_writes.load(std::sync::atomic::Ordering::Relaxed),
+                "member_ops": self.row_plan_ops.load(std::sync::atomic::Ordering::Relaxed),
+            }),
             "cache": cache,
             "write_cache": write_cache,
         })

@@ -38,7 +38,7 @@ use super::bitmap::decode_bitmap;
 use super::manifest::read_manifest;
 use super::superblock::{decode, DevRole, Superblock};
 use super::{uuid_string, BITMAP_BYTES, BITMAP_OFFSET, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET};
-use crate::ctrl::sync::rows_per_region;
+use crate::ctrl::sync::{regions_fit, rows_per_region_of, REGION_BYTES_DEFAULT};
 use crate::ctrl::{Shape, SlotState};
 use crate::member::Member;
 
@@ -59,6 +59,9 @@ pub struct Assembled {
     /// None when the array was stopped cleanly; otherwise the regions to resync (all of them
     /// when a live member's bitmap could not be read).
     pub dirty_regions: Option<Vec<bool>>,
+    /// Rows per write-intent bitmap region, as the array's bitmaps record it (chosen at
+    /// creation, `--bitmap-chunk`).
+    pub rows_per_region: u64,
     /// The bits the live members' bitmaps hold (OR-ed; all set when one cannot be read),
     /// clean or not: bits kept while a slot was not in sync stay set for `ctl re-add`.
     pub kept_regions: Vec<bool>,
@@ -457,7 +460,7 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
         .filter(|f| f.sb.events == max)
         .all(|f| f.sb.clean);
     let mut bitmap_warnings = Vec::new();
-    let (mut kept_regions, mut cleared_events) =
+    let (mut kept_regions, mut cleared_events, rows_per_region) =
         read_dirty(&shape, &holder, &found, &mut bitmap_warnings);
     let dirty_regions = if !forced.is_empty() {
         // Forced past a failure record or a stale member: nothing vouches for any row.
@@ -482,6 +485,7 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
         events: max,
         clean,
         dirty_regions,
+        rows_per_region,
         kept_regions,
         cleared_events,
         warnings,
@@ -496,18 +500,20 @@ pub fn assemble_with(dir: &Path, force: bool) -> Result<Assembled> {
     })
 }
 
-/// OR of the live members' bitmaps and the latest event their bits were cleared at; all
-/// regions and an unknown clearing when any of them is unusable.
+/// OR of the live members' bitmaps, the latest event their bits were cleared at, and their
+/// rows per region (the first readable bitmap's; every other must agree); all regions and
+/// an unknown clearing when any of them is unusable.
 fn read_dirty(
     shape: &Shape,
     holder: &[Option<usize>],
     found: &[Found],
     warnings: &mut Vec<String>,
-) -> (Vec<bool>, Option<u64>) {
-    let rpr = rows_per_region(shape.rows());
-    let regions = shape.rows().div_ceil(rpr) as usize;
-    let mut dirty = vec![false; regions];
+) -> (Vec<bool>, Option<u64>, u64) {
+    let rows = shape.rows();
+    let mut rpr: Option<u64> = None;
+    let mut dirty: Vec<bool> = Vec::new();
     let mut cleared: Option<u64> = Some(0);
+    let mut unusable = false;
     for f in holder.iter().flatten().map(|&i| &found[i]) {
         let mut b = vec![0u8; BITMAP_BYTES];
         let got = f
@@ -516,29 +522,46 @@ fn read_dirty(
             .map_err(|e| format!("{}: write-intent bitmap cannot be read ({e})", f.name))
             .and_then(|()| decode_bitmap(&b, &f.name).map_err(|e| e.to_string()))
             .and_then(|m| {
-                if m.rows_per_region == rpr && m.dirty.len() == regions {
+                let fits = regions_fit(rows, m.rows_per_region, m.dirty.len());
+                if fits && rpr.is_none_or(|r| r == m.rows_per_region) {
                     Ok(m)
                 } else {
                     Err(format!(
-                        "{}: write-intent bitmap is for {} regions of {} rows, expected {regions} of {rpr}",
+                        "{}: write-intent bitmap is for {} regions of {} rows, expected {}",
                         f.name,
                         m.dirty.len(),
-                        m.rows_per_region
+                        m.rows_per_region,
+                        match rpr {
+                            Some(r) => format!("{} of {r} as the other members", rows.div_ceil(r)),
+                            None => format!("regions covering the array's {rows} rows"),
+                        }
                     ))
                 }
             });
         match got {
             Ok(m) => {
+                if rpr.is_none() {
+                    rpr = Some(m.rows_per_region);
+                    dirty = vec![false; m.dirty.len()];
+                }
                 dirty.iter_mut().zip(&m.dirty).for_each(|(d, &b)| *d |= b);
                 cleared = cleared.zip(m.cleared_events).map(|(a, b)| a.max(b));
             }
             Err(e) => {
                 warnings.push(format!("{e}: resyncing every region"));
-                return (vec![true; regions], None);
+                unusable = true;
             }
         }
     }
-    (dirty, cleared)
+    // The regions the readable bitmaps record; with none, the default's.
+    let r =
+        rpr.unwrap_or_else(|| rows_per_region_of(rows, shape.chunk_bytes, REGION_BYTES_DEFAULT));
+    let regions = rows.div_ceil(r) as usize;
+    if unusable {
+        return (vec![true; regions], None, r);
+    }
+    dirty.resize(regions, false);
+    (dirty, cleared, r)
 }
 
 #[cfg(test)]

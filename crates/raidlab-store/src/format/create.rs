@@ -15,7 +15,7 @@ use super::{
     new_uuid, uuid_string, BITMAP_OFFSET, CHUNK_MAX, CHUNK_MIN, DATA_OFFSET_BYTES, DISKS_MAX,
     MEMBER_DATA_MAX, SUPERBLOCK_BYTES, SUPERBLOCK_OFFSET,
 };
-use crate::ctrl::sync::rows_per_region;
+use crate::ctrl::sync::{rows_per_region_of, REGION_BYTES_DEFAULT};
 use crate::ctrl::{Shape, SlotState};
 use crate::member::{FileMember, Member};
 use std::sync::Arc;
@@ -36,6 +36,9 @@ pub struct CreateSpec {
     pub members: Option<Vec<PathBuf>>,
     /// Overwrite an array already in DIR, and reuse devices that carry a superblock.
     pub force: bool,
+    /// Member bytes per write-intent bitmap region (`--bitmap-chunk`, whole chunks);
+    /// `None`: `ctrl::sync::REGION_BYTES_DEFAULT`, md's default.
+    pub bitmap_region_bytes: Option<u64>,
 }
 
 /// What `create` made.
@@ -103,6 +106,14 @@ fn validate(spec: &CreateSpec) -> Result<u64> {
         ));
     }
     core_checks(spec)?;
+    if let Some(r) = spec.bitmap_region_bytes {
+        if r == 0 || !r.is_multiple_of(c) {
+            return Err(Error::config(
+                "bitmap-chunk",
+                format!("expected a whole number of chunks ({c} bytes each), got {r} bytes"),
+            ));
+        }
+    }
     let size = spec.member_data_bytes / c * c;
     if size == 0 || size > MEMBER_DATA_MAX {
         return Err(Error::config(
@@ -354,7 +365,11 @@ pub fn create(spec: &CreateSpec) -> Result<Created> {
     // Explicit devices keep whatever they held: their parity is resynced at first assembly,
     // as md does after a create (RAID-0 has no redundancy to make consistent).
     let initial_resync = explicit && spec.level != Level::Raid0;
-    let rpr = rows_per_region(shape.rows());
+    let rpr = rows_per_region_of(
+        shape.rows(),
+        shape.chunk_bytes,
+        spec.bitmap_region_bytes.unwrap_or(REGION_BYTES_DEFAULT),
+    );
     let regions = shape.rows().div_ceil(rpr) as usize;
     let bitmap = encode_bitmap(1, rpr, &vec![initial_resync; regions]);
     // Every device is opened (new files made) and its blocks reserved before any metadata is
@@ -435,6 +450,8 @@ pub(crate) mod tests {
             spares: 0,
             members: None,
             force: false,
+            // One row per region, as the tests of resync and re-add expect.
+            bitmap_region_bytes: Some(4096),
         }
     }
 
@@ -464,6 +481,42 @@ pub(crate) mod tests {
             ..spec(&d, Level::Raid5, 3)
         })
         .unwrap();
+    }
+
+    #[test]
+    fn bitmap_regions_default_to_mds_and_assembly_reads_them_back() {
+        use crate::ctrl::sync::rows_per_region_of;
+        // md's 64 MiB of each member: 1,024 rows of 64 KiB chunks, raised to fit the
+        // bitmap's bits, capped at the array.
+        assert_eq!(rows_per_region_of(16384, 65536, 64 << 20), 1024);
+        assert_eq!(rows_per_region_of(1 << 26, 4096, 4096), 2048);
+        assert_eq!(rows_per_region_of(16, 4096, 64 << 20), 16);
+        let t = TempDir::new("create-bitmap");
+        let cases = [(None, 16, 1), (Some(8192), 2, 8), (Some(4096), 1, 16)];
+        for (i, (region, rpr, regions)) in cases.into_iter().enumerate() {
+            let d = t.path().join(format!("a{i}"));
+            create(&CreateSpec {
+                bitmap_region_bytes: region,
+                ..spec(&d, Level::Raid5, 3)
+            })
+            .unwrap();
+            let a = crate::format::assemble(&d).unwrap();
+            assert_eq!(a.rows_per_region, rpr, "{region:?}");
+            assert_eq!(a.kept_regions.len(), regions, "{region:?}");
+        }
+        for bad in [0, 6000] {
+            let e = create(&CreateSpec {
+                bitmap_region_bytes: Some(bad),
+                ..spec(&t.path().join("bad"), Level::Raid5, 3)
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("bitmap-chunk") && e.contains("whole number of chunks"),
+                "{e}"
+            );
+            assert!(!t.path().join("bad").exists(), "nothing written");
+        }
     }
 
     #[test]

@@ -49,6 +49,17 @@ impl SuperblockSink {
     /// writes a clear bitmap to every slot device.
     pub fn new(name: &str, uuid: [u8; 16], shape: Shape, events: u64) -> SuperblockSink {
         let rpr = rows_per_region(shape.rows());
+        SuperblockSink::with_regions(name, uuid, shape, events, rpr)
+    }
+
+    /// `new` for bitmap regions of `rpr` rows (what the array's bitmaps record).
+    pub fn with_regions(
+        name: &str,
+        uuid: [u8; 16],
+        shape: Shape,
+        events: u64,
+        rpr: u64,
+    ) -> SuperblockSink {
         let regions = shape.rows().div_ceil(rpr) as usize;
         SuperblockSink {
             name: name.to_string(),
@@ -72,7 +83,13 @@ impl SuperblockSink {
     /// A sink for an assembled array. Its slot devices' bitmaps are taken as current, so the
     /// dirty bits they hold stay on disk until the controller clears them.
     pub fn from_assembled(a: &Assembled) -> SuperblockSink {
-        let s = SuperblockSink::new(&a.name, a.uuid, a.shape.clone(), a.events);
+        let s = SuperblockSink::with_regions(
+            &a.name,
+            a.uuid,
+            a.shape.clone(),
+            a.events,
+            a.rows_per_region,
+        );
         {
             let mut inner = s.lock();
             if a.kept_regions.len() == inner.dirty.len() {

@@ -139,7 +139,7 @@ pub fn controller_from(a: &format::Assembled, opts: Options) -> Result<Controlle
         opts,
     )?;
     ctl.assume_clean(a.clean);
-    ctl.init_intent(a.dirty_regions.clone());
+    ctl.init_intent_regions(a.rows_per_region, a.dirty_regions.clone());
     ctl.init_kept(&a.kept_regions, a.cleared_events);
     ctl.adopt_faulty(&a.faulty);
     ctl.watch_away(&a.away);

@@ -201,7 +201,13 @@ impl WriteBack {
         b.t_write = std::time::Instant::now();
         let round = &b.groups;
         let lost_before = self.lost_slots();
-        b.images = match self.protect_rows(round) {
+        // A destage of its own (the pool's, on slow members) takes its rows' partial
+        // parities from the reads of their parity updates, committed between those reads
+        // and the writes (`ctrl::pages::BeforeRowWrites`): no reads of its own, as md's
+        // partial parity log. A round of several groups (fast members) reads them first
+        // and commits them for all its rows at once: one backup commit per round.
+        let in_row = round.len() == 1 && self.backup.is_some();
+        b.images = match self.protect_rows(round, !in_row) {
             Ok(h) => h,
             Err(e) => {
                 let mut g = self.lock();
@@ -223,6 +229,32 @@ impl WriteBack {
             Some(begun) => begun,
             None => self.ctl.intent_begin_all(&rows),
         };
+        let row_handles = std::sync::Mutex::new(Vec::new());
+        let before = |row: u64, pps: Option<&[(u64, Vec<u8>)]>| {
+            let runs: Vec<(u64, u64)> = round
+                .iter()
+                .flat_map(|f| f.runs.iter())
+                .filter_map(|&(lba, n, _)| {
+                    let (a, z) = (lba.max(row * per_row), (lba + n).min((row + 1) * per_row));
+                    (a < z).then_some((a, z - a))
+                })
+                .collect();
+            let put = match pps {
+                Some(pps) => self.partial_parity_read(row, &runs, pps),
+                None => self.partial_parity(&[(row, runs)]),
+            };
+            match put.and_then(|h| self.commit_if(h)) {
+                Ok(h) => row_handles
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(h),
+                Err(e) => {
+                    let mut g = self.lock();
+                    self.lose_backup(&mut g, &format!("backup write failed: {e}"));
+                }
+            }
+        };
+        let before: Option<crate::ctrl::BeforeRowWrites<'_>> = in_row.then_some(&before);
         if result.is_ok() {
             let done = fanout::each(parallel, round.iter().collect(), |f: &InFlight| {
                 // Row by row, all of a row's pages in one write (`ctrl/pages.rs`).
@@ -240,8 +272,11 @@ impl WriteBack {
                     .chunk_by(|x, y| x.0 / per_row == y.0 / per_row)
                     .try_for_each(|row_pieces| {
                         // The row's intent is begun above (or by the caller).
-                        self.ctl
-                            .write_row_pages_begun(row_pieces[0].0 / per_row, row_pieces)
+                        self.ctl.write_row_pages_begun(
+                            row_pieces[0].0 / per_row,
+                            row_pieces,
+                            before,
+                        )
                     })
             });
             if let Some(e) = done.into_iter().find_map(Result::err) {
@@ -251,6 +286,8 @@ impl WriteBack {
                 self.ctl.intent_end(r0, r1);
             }
         }
+        b.images
+            .extend(row_handles.into_inner().unwrap_or_else(|e| e.into_inner()));
         if result.is_ok() && self.lost_slots().iter().any(|s| !lost_before.contains(s)) {
             // A member failed during the writes: its units in these rows are now read
             // through parity, and a crash before the sync below could leave data and parity
@@ -356,11 +393,19 @@ impl WriteBack {
             .fetch_add(ns(t_release.elapsed()), Ordering::Relaxed);
     }
 
-    /// Before a round's writes: the images of its rows' lost units and the partial
-    /// parities of the rows it rewrites in part, committed together. Their handles, to
+    /// Before a round's writes: the images of its rows' lost units and (with
+    /// `partial_parity`) the partial parities of the rows it rewrites in part, committed
+    /// together. Their handles, to
     /// release once the round is on the members.
-    fn protect_rows(&self, round: &[InFlight]) -> std::io::Result<Vec<super::Handle>> {
+    fn protect_rows(
+        &self,
+        round: &[InFlight],
+        partial_parity: bool,
+    ) -> std::io::Result<Vec<super::Handle>> {
         let mut h = self.image_lost_units(round)?;
+        if !partial_parity {
+            return self.commit_if(h);
+        }
         let per_row = self.ctl.geo.blocks_per_stripe();
         let rows: Vec<(u64, Vec<(u64, u64)>)> = round
             .iter()

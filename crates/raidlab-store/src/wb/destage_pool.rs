@@ -17,11 +17,13 @@
 //! release its records and free its pages, and give the batch back. A destage that lands
 //! frees its slot in the cache at once and wakes the destager, which starts the next, as
 //! the simulator keeps `max_destages` destages in flight. The bitmap write stays shared:
-//! with one row per bitmap region (1 GiB members) nearly every destage dirties a new
-//! region, and with a bitmap write (every member's, under the array's intent lock) per
-//! destage the STOW ramp's LRW reached 397 IOPS at 20 ms; the destages that land during one
-//! bitmap write are started together after it (647; 786 once a destage's own writes no
-//! longer took the intent lock, `Controller::write_row_pages_begun`).
+//! with one row per bitmap region (1 GiB members before md's 64 MiB regions became the
+//! default, `ctrl::sync::REGION_BYTES_DEFAULT`) nearly every destage dirtied a new region,
+//! and with a bitmap write (every member's, under the array's intent lock) per destage the
+//! STOW ramp's LRW reached 397 IOPS at 20 ms; the destages that land during one bitmap
+//! write are started together after it (647; 786 once a destage's own writes no longer
+//! took the intent lock, `Controller::write_row_pages_begun`). Each worker's destage takes
+//! its rows' partial parities from its parity update's own reads (`write_batch`).
 //!
 //! **Bounded.** There are `max_destages` batches (at most `setup::MAX_DESTAGES_MAX`), so
 //! the queue holds at most that many, and the cache's own count of destages in flight

@@ -13,6 +13,12 @@
 //!   parity** record (`RecKind::Parity`, at page `j` of the row's first unit): the XOR of the
 //!   row's data pages in that column that the destage leaves alone, as they are before it.
 //!
+//! A round of several destages reads those pages first and commits every row's records at
+//! once ([`WriteBack::partial_parity`]); a destage of its own takes them from its row's
+//! parity update, between its reads and its writes, under the row's lock, as md does (old
+//! parity XOR old data rewritten, or the data a reconstruct-write reads;
+//! [`WriteBack::partial_parity_read`], `ctrl::pages::BeforeRowWrites`).
+//!
 //! Those pages are not changed by the destage, so after any crash a lost one among them is
 //! the partial parity XOR the others, read from the members (or from their images when they
 //! were lost already). Replay turns each such page into an image before anything is written
@@ -52,6 +58,14 @@ const SIDE_MAGIC: [u8; 8] = *b"RLPPLSY1";
 /// Most pages the side file holds (far above what a crash can leave: one per column of
 /// the rows a round was destaging).
 const SIDE_PAGES_MAX: u64 = 1 << 20;
+
+/// One row's partial-parity records to put: its first page, the bitmap of the pages the
+/// destage rewrites, and per column (page offset in the unit) its partial parity.
+struct RowParities {
+    row_first: u64,
+    rewritten: Vec<u8>,
+    columns: Vec<(u64, Vec<u8>)>,
+}
 
 /// A decoded plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,9 +137,9 @@ impl WriteBack {
         &self,
         rows: &[(u64, Vec<(u64, u64)>)],
     ) -> std::io::Result<Vec<Handle>> {
-        let Some(b) = &self.backup else {
+        if self.backup.is_none() {
             return Ok(Vec::new());
-        };
+        }
         let shape = self.ctl.shape();
         let per_row = self.ctl.geo.blocks_per_stripe();
         if !matches!(
@@ -215,20 +229,80 @@ impl WriteBack {
                 pages.insert(lba + k, &buf[k as usize * BLOCK..(k as usize + 1) * BLOCK]);
             }
         }
+        let rows: Vec<RowParities> = plans
+            .into_iter()
+            .map(|p| {
+                let pps = p
+                    .columns
+                    .iter()
+                    .map(|&j| {
+                        let mut pp = vec![0u8; BLOCK];
+                        for u in 0..units {
+                            if let Some(d) = pages.get(&(p.row_first + u * bpu + j)) {
+                                xor_into(&mut pp, d);
+                            }
+                        }
+                        (j, pp)
+                    })
+                    .collect();
+                RowParities {
+                    row_first: p.row_first,
+                    rewritten: p.rewritten,
+                    columns: pps,
+                }
+            })
+            .collect();
+        self.put_partial_parities(&rows)
+    }
+
+    /// The records of one row's partial parities that the row's own parity update read
+    /// (`ctrl::pages::BeforeRowWrites`): `runs` are the pages (first, count) the destage
+    /// rewrites in row `row`, `pps` the columns and their partial parities. Not committed.
+    pub(super) fn partial_parity_read(
+        &self,
+        row: u64,
+        runs: &[(u64, u64)],
+        pps: &[(u64, Vec<u8>)],
+    ) -> std::io::Result<Vec<Handle>> {
+        let per_row = self.ctl.geo.blocks_per_stripe();
+        if self.backup.is_none() || pps.is_empty() || per_row > PLAN_ROW_PAGES_MAX {
+            return Ok(Vec::new());
+        }
+        let row_first = row * per_row;
+        let mut rewritten = vec![0u8; per_row.div_ceil(8) as usize];
+        for &(first, n) in runs {
+            debug_assert!(first >= row_first && first + n <= row_first + per_row);
+            for i in first - row_first..first - row_first + n {
+                rewritten[(i / 8) as usize] |= 1 << (i % 8);
+            }
+        }
+        self.put_partial_parities(&[RowParities {
+            row_first,
+            rewritten,
+            columns: pps.to_vec(),
+        }])
+    }
+
+    /// Put, per row (its first page, the bitmap of the pages the destage rewrites, and its
+    /// columns' partial parities), a partial-parity record per column and the row's plan.
+    fn put_partial_parities(&self, rows: &[RowParities]) -> std::io::Result<Vec<Handle>> {
+        let Some(b) = &self.backup else {
+            return Ok(Vec::new());
+        };
+        let per_row = self.ctl.geo.blocks_per_stripe();
         let mut handles = Vec::new();
         let mut g = self.lock();
-        for p in &plans {
+        for RowParities {
+            row_first,
+            rewritten,
+            columns: pps,
+        } in rows
+        {
             let first_seq = g.seq + 1;
-            for &j in &p.columns {
-                let mut pp = vec![0u8; BLOCK];
-                for u in 0..units {
-                    if let Some(d) = pages.get(&(p.row_first + u * bpu + j)) {
-                        xor_into(&mut pp, d);
-                    }
-                }
+            for (j, pp) in pps {
                 g.seq += 1;
                 let meta = RecMeta {
-                    lba: p.row_first + j,
+                    lba: row_first + j,
                     seq: g.seq,
                     kind: RecKind::Parity,
                 };
@@ -236,17 +310,17 @@ impl WriteBack {
                     pages: &g.pages,
                     frames: &g.frames,
                 };
-                handles.push(b.put(meta, &pp, &live)?);
+                handles.push(b.put(meta, pp, &live)?);
             }
             let plan = Plan {
                 parity_first_seq: first_seq,
-                parity_records: p.columns.len() as u32,
+                parity_records: pps.len() as u32,
                 row_pages: per_row as u32,
-                rewritten: p.rewritten.clone(),
+                rewritten: rewritten.clone(),
             };
             g.seq += 1;
             let meta = RecMeta {
-                lba: p.row_first,
+                lba: *row_first,
                 seq: g.seq,
                 kind: RecKind::Plan,
             };

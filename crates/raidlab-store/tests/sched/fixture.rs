@@ -50,6 +50,8 @@ pub fn fixture(tag: &str, cfg: &Cfg) -> Fixture {
         spares: 2,
         members: None,
         force: false,
+        // One row per region: the re-adds resync only the rows written while away.
+        bitmap_region_bytes: Some(CHUNK),
     })
     .expect("create the array");
     let data0 = created.shape.data_offset_bytes;
