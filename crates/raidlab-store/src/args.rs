@@ -217,66 +217,31 @@ mod tests {
 
     #[test]
     fn bad_arguments_name_their_option() {
-        let e = create_spec(
-            "d",
-            "raid7",
-            4,
-            "64K",
-            "1M",
-            None,
-            0,
-            None,
-            &[],
-            false,
-            None,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("--level"), "{e}");
-        let e = create_spec(
-            "d",
-            "raid5",
-            4,
-            "64Q",
-            "1M",
-            None,
-            0,
-            None,
-            &[],
-            false,
-            None,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("--chunk"), "{e}");
-        let e = create_spec(
-            "d",
-            "raid5",
-            4,
-            "64K",
-            "1M",
-            Some("diagonal"),
-            0,
-            None,
-            &[],
-            false,
-            None,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("--layout"), "{e}");
-        let e = create_spec(
-            "d",
-            "raid5",
-            4,
-            "64K",
-            "1M",
-            None,
-            0,
-            None,
-            &[],
-            false,
-            Some("lots"),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("--bitmap-chunk"), "{e}");
+        let bad = |level: &str, chunk: &str, layout: Option<&str>, bitmap: Option<&str>| {
+            create_spec(
+                "d",
+                level,
+                4,
+                chunk,
+                "1M",
+                layout,
+                0,
+                None,
+                &[],
+                false,
+                bitmap,
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = bad("raid7", "64K", None, None);
+        assert!(e.contains("--level"), "{e}");
+        let e = bad("raid5", "64Q", None, None);
+        assert!(e.contains("--chunk"), "{e}");
+        let e = bad("raid5", "64K", Some("diagonal"), None);
+        assert!(e.contains("--layout"), "{e}");
+        let e = bad("raid5", "64K", None, Some("lots"));
+        assert!(e.contains("--bitmap-chunk"), "{e}");
         let s = create_spec(
             "some/dir",
             "raid6",

@@ -236,6 +236,29 @@ mod tests {
     use super::*;
     use crate::sync::Ordering;
 
+    /// Fill the array with `model`, fail member `fail`, and return row 1 and the blocks of
+    /// `pages` (data slot, column) in it, ascending.
+    fn fill_and_pick(
+        c: &Controller,
+        model: &[u8],
+        fail: Option<u32>,
+        pages: &[(u64, u64)],
+    ) -> (u64, Vec<u64>) {
+        c.write(0, model, false).unwrap();
+        if let Some(d) = fail {
+            c.fail_member(d, "test").unwrap();
+        }
+        let bpu = CHUNK / BLOCK as u64;
+        let row = 1;
+        let row_lba = row * c.geo.blocks_per_stripe();
+        let mut lbas: Vec<u64> = pages
+            .iter()
+            .map(|&(s, col)| row_lba + s * bpu + col)
+            .collect();
+        lbas.sort_unstable();
+        (row, lbas)
+    }
+
     /// Write the pages (data slot, column) of row `row` with `write_row_pages`, check the
     /// bytes and the parity, and return the member blocks read and written.
     fn write_pages(
@@ -252,18 +275,7 @@ mod tests {
         );
         let (c, _) = controller(&sh, &m, Options::default());
         let mut model = pattern(7, c.size_bytes() as usize);
-        c.write(0, &model, false).unwrap();
-        if let Some(d) = fail {
-            c.fail_member(d, "test").unwrap();
-        }
-        let bpu = CHUNK / BLOCK as u64;
-        let row = 1;
-        let row_lba = row * c.geo.blocks_per_stripe();
-        let mut lbas: Vec<u64> = pages
-            .iter()
-            .map(|&(s, col)| row_lba + s * bpu + col)
-            .collect();
-        lbas.sort_unstable();
+        let (row, lbas) = fill_and_pick(&c, &model, fail, pages);
         let new = pattern(11, lbas.len() * BLOCK);
         // Runs of consecutive pages, as the destager hands them.
         let mut runs: Vec<(u64, &[u8])> = Vec::new();
@@ -340,19 +352,10 @@ mod tests {
         let m = mem_members(&sh, &format!("pp-{level:?}-{fail:?}-{pages:?}"), disks);
         let (c, _) = controller(&sh, &m, Options::default());
         let model = pattern(5, c.size_bytes() as usize);
-        c.write(0, &model, false).unwrap();
-        if let Some(d) = fail {
-            c.fail_member(d, "test").unwrap();
-        }
+        let (row, lbas) = fill_and_pick(&c, &model, fail, pages);
         let bpu = CHUNK / BLOCK as u64;
         let data = u64::from(c.geo.data_disks());
-        let row = 1;
         let row_lba = row * c.geo.blocks_per_stripe();
-        let mut lbas: Vec<u64> = pages
-            .iter()
-            .map(|&(s, col)| row_lba + s * bpu + col)
-            .collect();
-        lbas.sort_unstable();
         let new = pattern(13, lbas.len() * BLOCK);
         let runs: Vec<(u64, &[u8])> = lbas
             .iter()

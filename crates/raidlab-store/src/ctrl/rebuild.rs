@@ -39,7 +39,7 @@ pub struct Job {
     pub started: Instant,
     pub units: u64,
     pub last_checkpoint: Instant,
-    /// Runs handed out and not yet rebuilt (one per rebuild thread at most).
+    /// Runs handed out and not yet rebuilt (one per rebuild thread at most: `REBUILD_THREADS`).
     pub in_flight: u32,
     /// A unit the order handed out that did not extend the last run: the next run's first.
     pub pending: Option<u64>,
