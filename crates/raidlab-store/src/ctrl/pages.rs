@@ -68,26 +68,27 @@ impl Controller {
         self.busy.store(true, crate::sync::Ordering::Relaxed);
         let called = std::cell::Cell::new(before.is_none());
         let mut touched = SlotSet::default();
-        // Bounded: a second pass happens only when the row turned out to need `before`
-        // without a plan, which is then called (unlocked) before it.
+        // Bounded: a second pass happens only when the locked pass found that the row
+        // cannot take one update and `before` was not called; it is then called (unlocked)
+        // first, and with it called a locked pass always writes.
         let mut result = Ok(());
-        for _ in 0..2 {
+        for pass in 0..2 {
             if let (Some(f), false) = (before, called.get()) {
-                if !self.one_update(&self.read_state(), row) {
+                if pass > 0 || !self.one_update(&self.read_state(), row) {
                     // Unlocked: the callee reads the row through the controller.
                     f(row, None);
                     called.set(true);
                 }
             }
             let guard = self.locks.lock_row(row);
-            let pass = self.write_row_pages_locked(row, runs, &mut touched, before, &called);
+            let wrote = self.write_row_pages_locked(row, runs, &mut touched, before, &called);
             drop(guard);
-            match pass {
+            match wrote {
                 Some(r) => {
                     result = r;
                     break;
                 }
-                None => debug_assert!(!called.get()),
+                None => assert!(pass == 0, "row {row}: not written after `before`"),
             }
         }
         if let Some(cache) = &self.cache {
