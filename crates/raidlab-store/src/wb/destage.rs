@@ -206,7 +206,13 @@ impl WriteBack {
         // and the writes (`ctrl::pages::BeforeRowWrites`): no reads of its own, as md's
         // partial parity log. A round of several groups (fast members) reads them first
         // and commits them for all its rows at once: one backup commit per round.
-        let in_row = round.len() == 1 && self.backup.is_some();
+        // (Mirrors and RAID-0 have no partial parities: nothing to ask for.)
+        let in_row = round.len() == 1
+            && self.backup.is_some()
+            && matches!(
+                self.ctl.shape().level,
+                raidlab::array::Level::Raid5 | raidlab::array::Level::Raid6
+            );
         b.images = match self.protect_rows(round, !in_row) {
             Ok(h) => h,
             Err(e) => {
