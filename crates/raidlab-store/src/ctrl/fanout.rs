@@ -159,17 +159,20 @@ mod tests {
         assert!(max.load(Ordering::SeqCst) as usize <= FANOUT_MAX);
     }
 
-    /// A member that takes 5 ms per operation and shows how many are in flight.
+    /// A member that takes 20 ms per operation and counts, with the other gates, how many
+    /// operations are in flight at once (the most in `peak`).
     #[derive(Debug)]
     struct Gate {
         inner: crate::member::MemMember,
-        now: AtomicU32,
+        now: Arc<AtomicU32>,
+        peak: Arc<AtomicU32>,
     }
 
     impl Gate {
         fn op<R>(&self, f: impl FnOnce() -> R) -> R {
-            self.now.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            let k = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(k, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
             let r = f();
             self.now.fetch_sub(1, Ordering::SeqCst);
             r
@@ -206,6 +209,8 @@ mod tests {
         use crate::ctrl::{Controller, NoMeta, Options};
         use crate::member::{MemMember, Member};
         let sh = shape(raidlab::array::Level::Raid5, 5, 8);
+        let now = Arc::new(AtomicU32::new(0));
+        let peak = Arc::new(AtomicU32::new(0));
         let gates: Vec<Arc<Gate>> = (0..5)
             .map(|i| {
                 Arc::new(Gate {
@@ -213,7 +218,8 @@ mod tests {
                         &format!("g{i}"),
                         sh.data_offset_bytes + sh.member_data_bytes,
                     ),
-                    now: AtomicU32::new(0),
+                    now: Arc::clone(&now),
+                    peak: Arc::clone(&peak),
                 })
             })
             .collect();
@@ -237,19 +243,6 @@ mod tests {
         c.write(0, &a, false).unwrap();
         c.flush().unwrap();
         let b = pattern(2, 4096);
-        let peak = Arc::new(AtomicU32::new(0));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // A watcher samples the members' operations in flight.
-        let watcher = {
-            let (gates, peak, stop) = (gates.clone(), peak.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::SeqCst) {
-                    let n: u32 = gates.iter().map(|g| g.now.load(Ordering::SeqCst)).sum();
-                    peak.fetch_max(n, Ordering::SeqCst);
-                    std::thread::yield_now();
-                }
-            })
-        };
         let run = |what: &str, f: &mut dyn FnMut()| {
             peak.store(0, Ordering::SeqCst);
             f();
@@ -266,8 +259,6 @@ mod tests {
         run("degraded read", &mut || {
             c.read(4 * 4096, &mut got).unwrap();
         });
-        stop.store(true, Ordering::SeqCst);
-        watcher.join().unwrap();
         let mut back = vec![0u8; 8192];
         c.read(0, &mut back).unwrap();
         assert_eq!(&back[..4096], &a[..]);
