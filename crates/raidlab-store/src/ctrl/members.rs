@@ -13,7 +13,37 @@ impl Controller {
     }
 
     fn persist_at(&self, st: &mut State, depth: usize) {
-        st.events += 1;
+        let snap = self.next_snapshot(st);
+        let r = {
+            let _order = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
+            self.meta.persist(&snap)
+        };
+        if let Err(e) = r {
+            self.persist_failed(st, snap.events, &e, depth);
+        }
+    }
+
+    /// Persist the state holding it only shared, for an update that records progress (the
+    /// rebuild's checkpoint): requests go on during the writes. Held for writing, every
+    /// request waited for the update and, before it, for the slowest row write in flight.
+    pub(crate) fn persist_progress(&self) {
+        let st = self.read_state();
+        // Taken before the number: updates are written in the order of their numbers.
+        let order = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
+        let snap = self.next_snapshot(&st);
+        drop(st);
+        let r = self.meta.persist(&snap);
+        drop(order);
+        if let Err(e) = r {
+            let mut st = self.write_state();
+            self.persist_failed(&mut st, snap.events, &e, 0);
+        }
+    }
+
+    /// The state as the next superblock update records it (its event number taken: under
+    /// the write lock, or holding `persisting`).
+    fn next_snapshot(&self, st: &State) -> Snapshot {
+        let events = st.events.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let slots = (0..self.shape.disks)
             .map(|s| {
                 let state = if !st.array.is_failed(s) {
@@ -28,21 +58,23 @@ impl Controller {
                 (st.devs[s as usize].clone(), state)
             })
             .collect();
-        let snap = Snapshot {
-            events: st.events,
+        Snapshot {
+            events,
             clean: st.clean,
             slots,
             spares: st.spares.clone(),
             faulty: st.faulty.clone(),
             failed: st.dead.is_some(),
-        };
-        let Err(e) = self.meta.persist(&snap) else {
-            return;
-        };
-        if e.nothing_written {
+        }
+    }
+
+    /// The superblock update of event `events` failed with `e`.
+    fn persist_failed(&self, st: &mut State, events: u64, e: &MetaError, depth: usize) {
+        if e.nothing_written && st.events() == events {
             // Written nowhere: the next update reuses the number (assembly allows a member
             // one event behind, for a crash between members' writes, and no more).
-            st.events -= 1;
+            st.events
+                .store(events - 1, std::sync::atomic::Ordering::SeqCst);
         }
         if let Some(m) = &e.other {
             crate::warn!({ "error": m }, "writing superblocks failed: {m}");
@@ -113,10 +145,41 @@ impl Controller {
     /// Mark the array dirty (before the first write after a clean state) or clean (at a
     /// graceful stop, with nothing in flight).
     pub fn set_clean(&self, clean: bool) {
+        if !clean {
+            return self.mark_dirty();
+        }
         let mut st = self.write_state();
-        if st.clean != clean {
-            st.clean = clean;
+        if !st.clean {
+            st.clean = true;
             self.persist(&mut st);
+        }
+    }
+
+    /// Mark the array dirty; returns once the superblocks say so. Only the caller (the
+    /// write about to be made) waits for them, as md's `md_write_start` makes only writes
+    /// wait: the state lock is let go during the writes, so reads, and writes that do not
+    /// need the mark, go on. Holding it, the first destage of a 16-disk array on
+    /// disk-timed members stopped every read for 150 ms. The writes are ordered with any
+    /// other superblock update by `persisting`, taken before the state lock is let go.
+    fn mark_dirty(&self) {
+        let mut st = self.write_state();
+        if !st.clean {
+            // Marked already, maybe by an update still being written: it took
+            // `persisting` before letting the state go, so waiting for `persisting` waits
+            // for it.
+            drop(st);
+            drop(self.persisting.lock().unwrap_or_else(|e| e.into_inner()));
+            return;
+        }
+        st.clean = false;
+        let snap = self.next_snapshot(&st);
+        let order = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
+        drop(st);
+        let r = self.meta.persist(&snap);
+        drop(order);
+        if let Err(e) = r {
+            let mut st = self.write_state();
+            self.persist_failed(&mut st, snap.events, &e, 0);
         }
     }
 

@@ -216,8 +216,9 @@ impl std::fmt::Display for MetaError {
 
 /// Persists snapshots (superblocks on every member); see `crate::format::SuperblockSink`.
 pub trait MetaSink: Send + Sync {
-    /// Write `snap` to the members' metadata, durably. Called with the state lock held for
-    /// writing, so snapshots are written in event order. The callee tries every device and
+    /// Write `snap` to the members' metadata, durably. Called holding `persisting`, taken
+    /// under the state lock's write side, so snapshots are written in event order (most
+    /// callers keep the state lock too; `mark_dirty` lets it go). The callee tries every device and
     /// reports each one that failed; the caller fails those devices, as md fails a member
     /// whose superblock write fails, and persists again.
     fn persist(&self, snap: &Snapshot) -> Result<(), MetaError>;
@@ -312,7 +313,10 @@ pub(crate) struct State {
     pub faulty: Vec<Arc<dyn Member>>,
     /// The slot each device of `faulty` was failed out of (`ctl remove K` names it).
     pub faulty_slots: Vec<u32>,
-    pub events: u64,
+    /// The last superblock update's event number. Taken for a new update under the write
+    /// lock, or under the read lock holding `Controller::persisting` (a progress update),
+    /// so numbers follow the order updates are written in.
+    pub events: std::sync::atomic::AtomicU64,
     pub clean: bool,
     /// Set once the array lost more than it survives: every request fails from then on.
     pub dead: Option<String>,
@@ -324,6 +328,11 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// The last superblock update's event number.
+    pub(crate) fn events(&self) -> u64 {
+        self.events.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// What the device `id` is in this array (`"the member in slot 2"`, `"a spare"`,
     /// `"a faulty device"`), or `None` when the array does not know it.
     pub(crate) fn role_of(&self, id: crate::member::DevId) -> Option<String> {
@@ -358,6 +367,10 @@ pub struct Controller {
     pub(crate) cache: Option<ReadCache>,
     pub(crate) counters: Vec<SlotCounters>,
     pub(crate) meta: Box<dyn MetaSink>,
+    /// Held from a superblock snapshot's making (under the state's write lock) to the end
+    /// of its writes, so snapshots reach the devices in event order even when the state
+    /// lock is let go during the writes (`mark_dirty`).
+    pub(crate) persisting: Mutex<()>,
     pub(crate) opts: Options,
     pub(crate) rebuild: Mutex<Option<rebuild::Job>>,
     /// What the last completed rebuild did.
@@ -426,7 +439,7 @@ impl Controller {
                 spares,
                 faulty: Vec::new(),
                 faulty_slots: Vec::new(),
-                events,
+                events: std::sync::atomic::AtomicU64::new(events),
                 clean: false,
                 dead: None,
                 missing: Vec::new(),
@@ -437,6 +450,7 @@ impl Controller {
             cache,
             counters,
             meta,
+            persisting: Mutex::new(()),
             opts,
             rebuild: Mutex::new(None),
             last_rebuild: Mutex::new(None),
@@ -591,3 +605,5 @@ pub(crate) mod tests;
 /// Deterministic test bytes, shared by the store's tests.
 #[cfg(test)]
 pub(crate) mod tests_pattern;
+#[cfg(test)]
+mod tests_state_lock;

@@ -248,10 +248,10 @@ impl Controller {
                 "it left slot {slot} at event {left}, and bitmap bits were cleared at event {cleared} since: the writes it missed are no longer all recorded"
             ));
         }
-        if left > st.events {
+        if left > st.events() {
             return Err(format!(
                 "its superblock is newer (event {left}) than the array's (event {})",
-                st.events
+                st.events()
             ));
         }
         Ok(())

@@ -178,7 +178,10 @@ impl Controller {
             }
             Ok(())
         })?;
-        let mut st = self.write_state();
+        // Shared: the rows' own locks keep their writers out, and the map is set through a
+        // shared reference (`SharedUnitMap`); no request waits for the marks. Held while
+        // checking and marking, so no failure or new job comes between the two.
+        let st = self.read_state();
         let same_target = match (&st.devs[slot as usize], &target) {
             (Some(now), Some(t)) => Arc::ptr_eq(now, t),
             _ => false,

@@ -11,7 +11,9 @@ use crate::member::{FaultMember, MemMember, Member};
 
 /// A RAID-5 of 4 behind op counters, `rows` rows, slot 2 failed and a spare added (its
 /// rebuild not started); every byte written first.
-fn degraded(rows: u64) -> (Controller, Vec<Arc<FaultMember>>, Arc<FaultMember>, Vec<u8>) {
+pub(super) fn degraded(
+    rows: u64,
+) -> (Controller, Vec<Arc<FaultMember>>, Arc<FaultMember>, Vec<u8>) {
     let sh = shape(Level::Raid5, 4, rows);
     let members: Vec<Arc<FaultMember>> = mem_members(&sh, "d", 4)
         .into_iter()

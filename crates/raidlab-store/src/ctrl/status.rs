@@ -144,7 +144,7 @@ impl Controller {
         json!({
             "state": state,
             "clean": st.clean,
-            "events": st.events,
+            "events": st.events(),
             "failure": st.dead,
             "level": self.shape.level.name(),
             "layout": self.shape.layout.name(),

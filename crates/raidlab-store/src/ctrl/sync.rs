@@ -109,7 +109,7 @@ impl Controller {
         r.dirty = vec![false; regions];
         r.inflight = vec![0; regions];
         r.last_write = vec![None; regions];
-        r.cleared_events = Some(self.read_state().events);
+        r.cleared_events = Some(self.read_state().events());
         if let Some(d) = dirty_on_disk {
             for (i, &bit) in d.iter().enumerate().take(regions) {
                 if bit {
@@ -235,7 +235,7 @@ impl Controller {
             if !Self::clearable(&st) {
                 return 0;
             }
-            st.events
+            st.events()
         };
         let mut cleared = 0;
         for g in candidates {

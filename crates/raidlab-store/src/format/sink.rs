@@ -226,9 +226,12 @@ impl MetaSink for SuperblockSink {
         // this update is durable before the new superblocks can be, so a rebuild checkpoint
         // or a state change never lands ahead of the data it describes. A device that fails
         // its sync has lost writes the kernel will not report again: it is failed.
-        for d in snap.slots.iter().filter_map(|(d, _)| d.as_ref()) {
-            if let Err(e) = d.sync() {
-                err.devices.push((d.clone(), format!("preflush: {e}")));
+        let slot_devs: Vec<&Arc<dyn Member>> =
+            snap.slots.iter().filter_map(|(d, _)| d.as_ref()).collect();
+        let synced = each_device(&slot_devs, |d| d.as_ref(), |d| d.sync());
+        for (d, r) in slot_devs.iter().zip(synced) {
+            if let Err(e) = r {
+                err.devices.push(((*d).clone(), format!("preflush: {e}")));
             }
         }
         if !err.devices.is_empty() {
@@ -278,7 +281,6 @@ impl MetaSink for SuperblockSink {
             inner.cleared,
         );
         let mut current = HashSet::new();
-        let mut written: Vec<(&Arc<dyn Member>, bool)> = Vec::new();
         let roles = snap
             .slots
             .iter()
@@ -286,6 +288,10 @@ impl MetaSink for SuperblockSink {
             .filter_map(|(s, (d, _))| d.as_ref().map(|d| (d, DevRole::Slot(s as u32))))
             .chain(snap.spares.iter().map(|d| (d, DevRole::Spare)))
             .chain(snap.faulty.iter().map(|d| (d, DevRole::Faulty)));
+        // Each device's superblock, and whether its bitmap is written with it (a slot device
+        // whose bitmap is not current). Then the writes and their syncs, every device at
+        // once on slow members: md issues a superblock update to all its members together.
+        let mut updates: Vec<Update<'_>> = Vec::new();
         for (dev, role) in roles {
             let faulty = role == DevRole::Faulty;
             let u = self.dev_uuid(&mut inner, dev.as_ref());
@@ -300,34 +306,42 @@ impl MetaSink for SuperblockSink {
             };
             let mut sb = self.superblock(snap, role, u, former);
             sb.left_in_sync = left;
-            let mut r = dev
-                .write_at(&sb.encode(), SUPERBLOCK_OFFSET)
-                .map_err(|e| format!("writing the superblock: {e}"));
-            if let (Ok(()), DevRole::Slot(_)) = (&r, role) {
-                if inner.current.contains(dev.path()) {
-                    current.insert(dev.path().to_string());
-                } else {
-                    r = dev
-                        .write_at(&bitmap, BITMAP_OFFSET)
-                        .map_err(|e| format!("writing the bitmap: {e}"));
-                    if r.is_ok() {
-                        current.insert(dev.path().to_string());
-                    }
-                }
-            }
-            match r {
-                Ok(()) => written.push((dev, faulty)),
-                // A faulty device is expected to fail: its record is best effort.
-                Err(e) if !faulty => err.devices.push((dev.clone(), e)),
-                Err(_) => {}
-            }
+            let with_bitmap =
+                matches!(role, DevRole::Slot(_)) && !inner.current.contains(dev.path());
+            updates.push(Update {
+                dev,
+                role,
+                sb: sb.encode(),
+                with_bitmap,
+            });
         }
-        for (dev, faulty) in written {
-            if let Err(e) = dev.sync() {
-                if !faulty {
-                    err.devices
-                        .push((dev.clone(), format!("syncing the superblock: {e}")));
+        let results = each_device(
+            &updates,
+            |u| u.dev.as_ref(),
+            |u| {
+                u.dev
+                    .write_at(&u.sb, SUPERBLOCK_OFFSET)
+                    .map_err(|e| format!("writing the superblock: {e}"))?;
+                if u.with_bitmap {
+                    u.dev
+                        .write_at(&bitmap, BITMAP_OFFSET)
+                        .map_err(|e| format!("writing the bitmap: {e}"))?;
                 }
+                u.dev
+                    .sync()
+                    .map_err(|e| format!("syncing the superblock: {e}"))
+            },
+        );
+        for (u, r) in updates.iter().zip(results) {
+            match r {
+                // A slot device's bitmap is current: it was, or it was written now.
+                Ok(()) if matches!(u.role, DevRole::Slot(_)) => {
+                    current.insert(u.dev.path().to_string());
+                }
+                Ok(()) => {}
+                Err(e) if u.role != DevRole::Faulty => err.devices.push((u.dev.clone(), e)),
+                // A faulty device is expected to fail: its record is best effort.
+                Err(_) => {}
             }
         }
         inner.current = current;
@@ -358,35 +372,7 @@ impl MetaSink for SuperblockSink {
         let mut current = HashSet::new();
         // Every bitmap is durable before this returns (the controller writes data only
         // after).
-        let results: Vec<Result<(), String>> = if devs.iter().any(|d| d.link().is_some()) {
-            // Remote members: each write and flush is a network round trip, so the devices
-            // are written in parallel (one round of each instead of one per device).
-            crate::sync::thread::scope(|scope| {
-                let handles: Vec<_> = devs
-                    .iter()
-                    .map(|d| scope.spawn(|| write_bitmap(d.as_ref(), &bytes)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
-                    .collect()
-            })
-        } else {
-            // Local members: write all, then sync all, so the devices' writes overlap.
-            let written: Vec<Result<(), String>> = devs
-                .iter()
-                .map(|d| {
-                    d.write_at(&bytes, BITMAP_OFFSET)
-                        .map_err(|e| format!("writing the bitmap: {e}"))
-                })
-                .collect();
-            devs.iter()
-                .zip(written)
-                .map(|(d, w)| {
-                    w.and_then(|()| d.sync().map_err(|e| format!("syncing the bitmap: {e}")))
-                })
-                .collect()
-        };
+        let results = each_device(&devs, |d| d.as_ref(), |d| write_bitmap(d.as_ref(), &bytes));
         for (d, r) in devs.iter().zip(results) {
             match r {
                 Ok(()) => {
@@ -412,10 +398,15 @@ impl MetaSink for SuperblockSink {
     }
 }
 
-/// The slot a device left in sync and the last event it was in sync there, from its own
-/// superblock: a faulty device's former slot and `left_in_sync`, or a device whose
-/// superblock still claims a slot its own table records in sync (it missed the updates
-/// that took it out: its data holds every write up to its events).
+/// One device's part of a superblock update.
+struct Update<'a> {
+    dev: &'a Arc<dyn Member>,
+    role: DevRole,
+    sb: [u8; SUPERBLOCK_BYTES],
+    /// A slot device whose bitmap is not current gets it with its superblock.
+    with_bitmap: bool,
+}
+
 /// Write the bitmap `bytes` to one device and make it durable.
 fn write_bitmap(d: &dyn Member, bytes: &[u8]) -> Result<(), String> {
     d.write_at(bytes, BITMAP_OFFSET)
@@ -423,6 +414,29 @@ fn write_bitmap(d: &dyn Member, bytes: &[u8]) -> Result<(), String> {
     d.sync().map_err(|e| format!("syncing the bitmap: {e}"))
 }
 
+/// Run `f` for every item of a metadata update, all at once when a device it goes to is
+/// slow: a remote member (each write and flush a network round trip) or a disk-timed one
+/// (each write its model time). One after another, a superblock update of a 16-disk array
+/// on disk-timed members took 16 member writes' time, all of it under the controller's
+/// state lock, so every request waited that long. Members in memory time are written one
+/// after another (a thread costs more than their write).
+fn each_device<T: Sync, R: Send>(
+    items: &[T],
+    dev: impl Fn(&T) -> &dyn Member,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let slow = cfg!(feature = "shuttle")
+        || items.iter().any(|t| {
+            let d = dev(t);
+            d.link().is_some() || d.timing().is_some()
+        });
+    crate::ctrl::fanout::each(slow, items.iter().collect(), f)
+}
+
+/// The slot a device left in sync and the last event it was in sync there, from its own
+/// superblock: a faulty device's former slot and `left_in_sync`, or a device whose
+/// superblock still claims a slot its own table records in sync (it missed the updates
+/// that took it out: its data holds every write up to its events).
 fn readd_record(sb: Superblock) -> Result<(u32, u64), String> {
     match sb.role {
         DevRole::Faulty => match (sb.former_slot, sb.left_in_sync) {
@@ -544,5 +558,91 @@ mod tests {
         .unwrap();
         assert_eq!(sb_of(a.as_ref()).device_uuid, sa.device_uuid);
         assert!(sink.write_intent(&vec![false; 40000], None).is_err());
+    }
+
+    /// A member whose superblock write waits (a bounded time) until `n` devices are writing
+    /// theirs: an update that wrote its devices one after another would find nobody there.
+    #[derive(Debug)]
+    struct Meeting {
+        inner: Arc<dyn Member>,
+        room: Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
+        n: usize,
+        met: std::sync::atomic::AtomicBool,
+    }
+
+    impl Member for Meeting {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            if offset == SUPERBLOCK_OFFSET {
+                let (m, cv) = &*self.room;
+                let mut here = m.lock().unwrap();
+                *here += 1;
+                cv.notify_all();
+                let (here, _) = cv
+                    .wait_timeout_while(here, std::time::Duration::from_secs(5), |h| *h < self.n)
+                    .unwrap();
+                self.met
+                    .store(*here >= self.n, std::sync::atomic::Ordering::SeqCst);
+            }
+            self.inner.write_at(buf, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            self.inner.sync()
+        }
+        fn len_bytes(&self) -> u64 {
+            self.inner.len_bytes()
+        }
+        fn path(&self) -> &str {
+            self.inner.path()
+        }
+        fn identity(&self) -> DevId {
+            self.inner.identity()
+        }
+        fn timing(&self) -> Option<crate::member::timed::TimingStatus> {
+            self.inner.timing()
+        }
+    }
+
+    /// md writes a superblock update to all its members at once; one after another, an
+    /// update of a 16-disk array on disk-timed members took 16 writes' time, and every
+    /// request waited for it.
+    #[test]
+    fn an_update_writes_slow_members_at_once() {
+        let sink = SuperblockSink::new("m", [7; 16], shape(), 1);
+        let len = (1 << 20) + 8 * 4096;
+        let room = Arc::new(Default::default());
+        let timing = crate::member::timed::TimingSpec::constant(100_000, 100_000);
+        let devs: Vec<Arc<Meeting>> = ["a", "b"]
+            .iter()
+            .map(|name| {
+                Arc::new(Meeting {
+                    inner: timing.wrap(Arc::new(MemMember::new(name, len))).unwrap(),
+                    room: Arc::clone(&room),
+                    n: 2,
+                    met: Default::default(),
+                })
+            })
+            .collect();
+        let snap = Snapshot {
+            events: 5,
+            clean: false,
+            slots: devs
+                .iter()
+                .map(|d| (Some(d.clone() as Arc<dyn Member>), SlotState::InSync))
+                .collect(),
+            spares: Vec::new(),
+            faulty: Vec::new(),
+            failed: false,
+        };
+        sink.persist(&snap).unwrap();
+        for d in &devs {
+            assert!(
+                d.met.load(std::sync::atomic::Ordering::SeqCst),
+                "{}: written alone",
+                d.path()
+            );
+        }
     }
 }

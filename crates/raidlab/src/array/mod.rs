@@ -126,7 +126,7 @@ impl Array {
 
     /// Row `row` of rebuilding `disk` is on the replacement.
     #[inline]
-    pub fn mark_rebuilt(&mut self, disk: u32, row: u64) {
+    pub fn mark_rebuilt(&self, disk: u32, row: u64) {
         self.mode.mark_rebuilt(disk, row);
     }
 
@@ -155,7 +155,7 @@ impl Array {
     }
 
     /// The rebuild progress of `disk`, while it is rebuilding.
-    pub fn rebuilding(&self, disk: u32) -> Option<&crate::rebuild::UnitMap> {
+    pub fn rebuilding(&self, disk: u32) -> Option<&crate::rebuild::SharedUnitMap> {
         self.mode.rebuilding(disk)
     }
 

@@ -10,7 +10,7 @@
 
 use super::layout::Level;
 use crate::error::{Error, Result};
-use crate::rebuild::UnitMap;
+use crate::rebuild::SharedUnitMap;
 
 /// The array as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,7 +28,7 @@ pub struct Mode {
     mask: Vec<bool>,
     order: Vec<u32>,
     /// Per disk, while it is rebuilding: its units already on the replacement.
-    rebuilt: Vec<Option<UnitMap>>,
+    rebuilt: Vec<Option<SharedUnitMap>>,
     /// Reads of rebuilt units go to the replacement (otherwise they still reconstruct).
     redirect: bool,
 }
@@ -69,7 +69,7 @@ impl Mode {
     }
 
     /// The rebuild progress of `disk`, while it is rebuilding.
-    pub fn rebuilding(&self, disk: u32) -> Option<&UnitMap> {
+    pub fn rebuilding(&self, disk: u32) -> Option<&SharedUnitMap> {
         self.rebuilt.get(disk as usize)?.as_ref()
     }
 
@@ -104,15 +104,16 @@ impl Mode {
                 format!("disk {disk} is already rebuilding"),
             ));
         }
-        self.rebuilt[disk as usize] = Some(UnitMap::new(units));
+        self.rebuilt[disk as usize] = Some(SharedUnitMap::new(units));
         self.redirect = redirect;
         Ok(())
     }
 
-    /// `row` of rebuilding `disk` is now on the replacement.
-    pub fn mark_rebuilt(&mut self, disk: u32, row: u64) {
+    /// `row` of rebuilding `disk` is now on the replacement. Through a shared reference
+    /// (see [`SharedUnitMap`]): the caller keeps the row's writers out meanwhile.
+    pub fn mark_rebuilt(&self, disk: u32, row: u64) {
         let m = self.rebuilt[disk as usize]
-            .as_mut()
+            .as_ref()
             .expect("only a rebuilding disk has rows rebuilt");
         m.set(row);
     }
@@ -129,7 +130,7 @@ impl Mode {
     pub fn finish_rebuild(&mut self, disk: u32) {
         debug_assert!(self.rebuilt[disk as usize]
             .as_ref()
-            .is_some_and(UnitMap::is_full));
+            .is_some_and(SharedUnitMap::is_full));
         self.rebuilt[disk as usize] = None;
         self.mask[disk as usize] = false;
         self.order.retain(|&d| d != disk);

@@ -17,7 +17,7 @@ pub mod rate;
 pub mod sor;
 
 pub use dor::Dor;
-pub use map::UnitMap;
+pub use map::{SharedUnitMap, UnitMap};
 pub use order::{Order, OrderSpec, ProSpec};
 pub use rate::{Gate, RateSpec, Throttle};
 pub use sor::Sor;
