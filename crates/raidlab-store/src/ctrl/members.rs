@@ -27,8 +27,14 @@ impl Controller {
     /// rebuild's checkpoint): requests go on during the writes. Held for writing, every
     /// request waited for the update and, before it, for the slowest row write in flight.
     pub(crate) fn persist_progress(&self) {
-        let st = self.read_state();
-        // Taken before the number: updates are written in the order of their numbers.
+        self.persist_letting_go(self.read_state());
+    }
+
+    /// Write the next superblock update from `st` (the state held shared or exclusively),
+    /// letting the state go during the writes.
+    fn persist_letting_go(&self, st: impl std::ops::Deref<Target = State>) {
+        // Taken under the state lock and before the number: updates are written in the
+        // order of their numbers.
         let order = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
         let snap = self.next_snapshot(&st);
         drop(st);
@@ -172,15 +178,7 @@ impl Controller {
             return;
         }
         st.clean = false;
-        let snap = self.next_snapshot(&st);
-        let order = self.persisting.lock().unwrap_or_else(|e| e.into_inner());
-        drop(st);
-        let r = self.meta.persist(&snap);
-        drop(order);
-        if let Err(e) = r {
-            let mut st = self.write_state();
-            self.persist_failed(&mut st, snap.events, &e, 0);
-        }
+        self.persist_letting_go(st);
     }
 
     /// Take the clean flag the superblocks recorded at assembly; nothing is written. The
