@@ -20,6 +20,24 @@ pub mod timed;
 /// `buf` or returns an error (a short read is an error, `UnexpectedEof`); a write writes all
 /// of `buf` or returns an error; `sync` returns only when every write that returned before
 /// it was called is durable (fdatasync).
+/// The [`Member`] methods a wrapper forwards unchanged to the member in its field `inner`
+/// (its length, path and identity: a wrapper is the same bytes). Used inside an
+/// `impl Member for` block.
+macro_rules! forward_identity {
+    ($inner:ident) => {
+        fn len_bytes(&self) -> u64 {
+            self.$inner.len_bytes()
+        }
+        fn path(&self) -> &str {
+            self.$inner.path()
+        }
+        fn identity(&self) -> $crate::member::DevId {
+            self.$inner.identity()
+        }
+    };
+}
+pub(crate) use forward_identity;
+
 pub trait Member: Send + Sync + std::fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
@@ -426,17 +444,7 @@ impl Member for FaultMember {
         self.tally(r)
     }
 
-    fn len_bytes(&self) -> u64 {
-        self.inner.len_bytes()
-    }
-
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-
-    fn identity(&self) -> DevId {
-        self.inner.identity()
-    }
+    crate::member::forward_identity!(inner);
 
     fn link(&self) -> Option<&dyn nbd::Link> {
         self.inner.link()

@@ -137,17 +137,7 @@ impl Member for RecordingMember {
         Ok(())
     }
 
-    fn len_bytes(&self) -> u64 {
-        self.inner.len_bytes()
-    }
-
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-
-    fn identity(&self) -> crate::member::DevId {
-        self.inner.identity()
-    }
+    crate::member::forward_identity!(inner);
 }
 
 /// A piece of a recorded write: event `event`'s bytes `[start, end)` (relative to the

@@ -189,15 +189,7 @@ mod tests {
         fn sync(&self) -> std::io::Result<()> {
             self.op(|| self.inner.sync())
         }
-        fn len_bytes(&self) -> u64 {
-            self.inner.len_bytes()
-        }
-        fn path(&self) -> &str {
-            self.inner.path()
-        }
-        fn identity(&self) -> crate::member::DevId {
-            self.inner.identity()
-        }
+        crate::member::forward_identity!(inner);
     }
 
     /// A slow RAID-5: a small write's two reads and two writes, a degraded read's four

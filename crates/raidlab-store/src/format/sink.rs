@@ -591,15 +591,7 @@ mod tests {
         fn sync(&self) -> std::io::Result<()> {
             self.inner.sync()
         }
-        fn len_bytes(&self) -> u64 {
-            self.inner.len_bytes()
-        }
-        fn path(&self) -> &str {
-            self.inner.path()
-        }
-        fn identity(&self) -> DevId {
-            self.inner.identity()
-        }
+        crate::member::forward_identity!(inner);
         fn timing(&self) -> Option<crate::member::timed::TimingStatus> {
             self.inner.timing()
         }

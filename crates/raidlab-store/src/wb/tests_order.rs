@@ -15,7 +15,7 @@ use super::{BackupKind, WbSpec, WriteBack, BLOCK};
 use crate::crash::{self, RecordingMember};
 use crate::ctrl::tests::{controller, mem_members, pattern, shape};
 use crate::ctrl::Options;
-use crate::member::{DevId, MemMember, Member};
+use crate::member::{MemMember, Member};
 
 const UUID: [u8; 16] = [9; 16];
 
@@ -144,15 +144,7 @@ impl Member for GatedMember {
         }
         Ok(())
     }
-    fn len_bytes(&self) -> u64 {
-        self.inner.len_bytes()
-    }
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-    fn identity(&self) -> DevId {
-        self.inner.identity()
-    }
+    crate::member::forward_identity!(inner);
 }
 
 /// Bug 4: with `--backup none` (and in the write-through fallback), a second FLUSH must not

@@ -12,7 +12,7 @@ use super::mirror::{mirror_bytes, MirrorBackup};
 use super::*;
 use crate::ctrl::tests::{mem_members, pattern, read_all, shape, CHUNK, OFFSET};
 use crate::ctrl::{NoMeta, Options};
-use crate::member::{DevId, MemMember, Member};
+use crate::member::{MemMember, Member};
 
 /// Writes to member bytes `range` wait while the gate is closed (bounded: a test that never
 /// opens it fails instead of hanging).
@@ -70,15 +70,7 @@ impl Member for Slow {
     fn sync(&self) -> std::io::Result<()> {
         self.inner.sync()
     }
-    fn len_bytes(&self) -> u64 {
-        self.inner.len_bytes()
-    }
-    fn path(&self) -> &str {
-        self.inner.path()
-    }
-    fn identity(&self) -> DevId {
-        self.inner.identity()
-    }
+    crate::member::forward_identity!(inner);
 }
 
 /// Poll `f` for up to 20 s.
