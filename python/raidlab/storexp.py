@@ -375,6 +375,12 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
     for k in ("destages", "full_stripe_destages", "destaged_pages"):
         if k in wc:
             m[f"store_{k}"] = wc[k]
+    # The backup's own traffic: a log's segments drained from NVRAM, the writes that waited
+    # for a slot, and its released images' voids (those that cost a member write).
+    bs = wc.get("backup_stats") or {}
+    for k in ("commits", "nvram_stalls", "nvram_drained", "image_voids", "image_void_leg_writes"):
+        if k in bs:
+            m[f"store_backup_{k}"] = bs[k]
     # Write-intent bitmap writes (each a write of every member's bitmap): member operations
     # the simulator does not model.
     rw = final.get("row_writes") or {}

@@ -65,6 +65,10 @@ pub struct BackupStats {
     pub nvram_slots: u64,
     pub nvram_stalls: u64,
     pub nvram_drained: u64,
+    /// Log: released images voided (each overwritten so a scan cannot bring it back), and
+    /// those whose segment had already reached its leg, so that the void cost a leg write.
+    pub image_voids: u64,
+    pub image_void_leg_writes: u64,
 }
 
 pub trait Backup: Send + Sync {

@@ -512,6 +512,8 @@ impl Backup for LogBackup {
                 st.dirty[leg / 64] |= 1 << (leg % 64);
             }
             st.stats.bytes_written += BLOCK64 * writes.len() as u64;
+            st.stats.image_voids += hs.len() as u64;
+            st.stats.image_void_leg_writes += leg_writes.len() as u64;
         }
         // The voids are synced by the next commit (the legs are marked above), and the tail
         // cannot pass them durably before: `persist_tail` syncs the marked legs first.
@@ -568,6 +570,7 @@ impl Backup for LogBackup {
             nvram_slots: nv.slots,
             nvram_stalls: nv.stalls,
             nvram_drained: nv.drained,
+            image_void_leg_writes: st.stats.image_void_leg_writes + nv.redo_writes,
             ..st.stats.clone()
         }
     }

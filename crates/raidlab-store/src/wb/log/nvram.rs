@@ -88,6 +88,8 @@ struct State {
     /// Segments that waited for a free slot, and slots drained.
     stalls: u64,
     drained: u64,
+    /// Voids a drainer wrote again on the leg after its copy (`redo`).
+    redo_writes: u64,
 }
 
 #[derive(Debug)]
@@ -116,6 +118,8 @@ pub struct NvramStats {
     pub slots: u64,
     pub stalls: u64,
     pub drained: u64,
+    /// Voids written to a leg again after the drainer's copy of their slot.
+    pub redo_writes: u64,
 }
 
 fn free_header(uuid: [u8; 16]) -> Vec<u8> {
@@ -195,6 +199,7 @@ impl Shared {
                         st.slots[i].state = Use::Drained;
                         break;
                     }
+                    st.redo_writes += st.slots[i].redo.len() as u64;
                     std::mem::take(&mut st.slots[i].redo)
                 };
                 for (off, b) in redo {
@@ -422,6 +427,7 @@ impl Nvram {
             slots: st.slots.len() as u64,
             stalls: st.stalls,
             drained: st.drained,
+            redo_writes: st.redo_writes,
         }
     }
 

@@ -121,7 +121,8 @@ fn a_sealed_slot_reaches_the_leg_and_is_freed() {
         NvramStats {
             slots: 4,
             stalls: 0,
-            drained: 1
+            drained: 1,
+            redo_writes: 0
         }
     );
     assert_eq!(seqs(&log.scan().unwrap()), vec![(1, 1), (2, 2), (3, 3)]);
@@ -143,6 +144,12 @@ fn a_void_goes_to_the_slot_so_a_replay_cannot_bring_the_image_back() {
     log.release_images(&[h]).unwrap();
     log.commit().unwrap();
     assert!(log.scan().unwrap().records.is_empty());
+    let st = log.stats();
+    assert_eq!(
+        (st.image_voids, st.image_void_leg_writes),
+        (1, 0),
+        "voided in its slot, no leg write"
+    );
     drop(log);
     let nvd: Arc<dyn Member> = nv;
     replay_nvram(&nvd, &legs, SEG, UUID, 4).unwrap();
@@ -236,7 +243,8 @@ fn a_writer_waits_while_every_slot_is_busy_until_one_drains() {
         NvramStats {
             slots: 2,
             stalls: 1,
-            drained: 2
+            drained: 2,
+            redo_writes: 0
         }
     );
     assert_eq!(
