@@ -52,9 +52,12 @@ test-rust:
 # Once the wheel installed, the parity tests must find it (RAIDLAB_REQUIRE_LIBCACHESIM): a
 # broken install fails them instead of skipping them. Likewise the TLS-PSK tests where
 # OpenSSL was found (RAIDLAB_REQUIRE_TLS_PSK).
+# Two pytest workers (pytest-xdist; a file's tests stay on one worker, so a module's fixtures
+# are built once): most store tests wait on servers, members and file systems, not a CPU.
+PYTEST_WORKERS ?= 2
 test-python: $(STAMP) $(LCS_STAMP)
 	-@sh scripts/ensure-debs.sh
-	RAIDLAB_REQUIRE_LIBCACHESIM=$$(test -f $(LCS_STAMP) && echo 1) RAIDLAB_REQUIRE_TLS_PSK=$(TLS_PSK) $(VPY) -m pytest -q
+	RAIDLAB_REQUIRE_LIBCACHESIM=$$(test -f $(LCS_STAMP) && echo 1) RAIDLAB_REQUIRE_TLS_PSK=$(TLS_PSK) $(VPY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 
 bench: $(STAMP)

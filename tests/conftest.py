@@ -12,6 +12,13 @@ REPO = Path(__file__).resolve().parent.parent
 TRACES = Path(os.environ.get("RAIDLAB_TRACES", REPO.parent / "shared" / "traces"))
 
 
+@pytest.fixture(autouse=True)
+def _piped_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's output as a pipe sees it, whoever runs the tests: pytest-xdist's workers set
+    COLUMNS=80, which would fold the tables that the tests read."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def traces() -> Path:
     if not TRACES.is_dir():

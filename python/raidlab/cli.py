@@ -541,7 +541,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args, console))
     except _core.RaidlabError as e:
-        err.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False)
+        # One line, never folded at the console's width: the message names a file or key
+        # that a reader copies and a log search looks for whole.
+        err.print(f"[bold red]error:[/bold red] {escape(str(e))}", highlight=False, soft_wrap=True)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")
