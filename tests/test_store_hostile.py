@@ -133,6 +133,7 @@ def test_bad_limit_options_and_insecure_listen_exit_2(tmp_path: Path) -> None:
         (["--zero-piece-mib", "3"], "--zero-piece-mib"),
         (["--conn-payload-mib", "64", "--payload-mib", "32"], "--conn-payload-mib"),
         (["--idle-timeout", "0"], "--idle-timeout"),
+        (["--workers", "1025"], "--workers"),
     ):
         msg = cli_bad_input("serve", d, "--listen", "127.0.0.1:0", *args)
         assert name in msg, msg

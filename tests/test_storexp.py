@@ -14,6 +14,7 @@ from store_fixtures import (
     cli_bad_input,
     cli_ok,
     create_array,
+    status,
     store_servers,  # noqa: F401 (fixture)
 )
 
@@ -185,6 +186,29 @@ def test_a_scheduled_ramp_stops_after_the_level_the_array_cannot_keep_up_with(
     assert min(int(line.split(",")[1]) for line in lines[1:]) >= 10_000_000
     msg = cli_bad_input("replay", srv.uri, cfg, "--log", log)
     assert "--log" in msg and "--schedule" in msg, msg
+    msg = cli_bad_input("replay", srv.uri, cfg, "--schedule", "--qd", 1025)
+    assert "--qd" in msg and "1 to 1024" in msg, msg
+    srv.stop()
+
+
+def test_a_scheduled_replay_keeps_hundreds_of_requests_in_flight(
+    tmp_path: Path,
+    store_servers: ServerPool,  # noqa: F811
+) -> None:
+    """The simulator's open loop puts every arrival in the array at once; the replay comes
+    close with up to 1024 connections and a server worker for each. At 3000 reads/s on two
+    members of 10 ms each (200/s) the backlog builds in the members' own queues: more than
+    the 64 that connections or workers allowed before."""
+    d = tmp_path / "arr"
+    create_array(d, "raid1", 2, size="4MiB")
+    srv = store_servers.start(d, "--timing", "constant,read-ms=10,write-ms=10", "--workers", "256", "--max-connections", "300")
+    cfg = tmp_path / "ramp.toml"
+    cfg.write_text(RAMP.replace("levels_iops = [20.0, 3000.0, 5000.0]", "levels_iops = [20.0, 3000.0]"))
+    out = json.loads(cli_ok("replay", srv.uri, cfg, "--schedule", "--qd", 256, "--json", timeout=120))
+    assert out["errors"] == 0 and out["workers"] == 256
+    assert [lv["saturated"] for lv in out["ramp"]] == [False, True], out["ramp"]
+    queued = [m["timing"]["queue_max"] for m in status(d)["members"]]
+    assert sum(queued) > 64 and max(queued) <= 256, queued
     srv.stop()
 
 
@@ -205,3 +229,7 @@ def test_a_rapid_backup_is_served_with_its_nvram_segment_buffers(tmp_path: Path)
     tree["backup"] = {"kind": "dual"}
     args = serve_args(tree, tmp_path)
     assert args[args.index("--backup") :] == ["--backup", "mirror"]
+    # A worker for each of the replay's connections, at least 64; room for them all.
+    assert args[args.index("--workers") + 1] == "64" and args[args.index("--max-connections") + 1] == "128"
+    args = serve_args(tree, tmp_path, connections=512)
+    assert args[args.index("--workers") + 1] == "512" and args[args.index("--max-connections") + 1] == "528"

@@ -11,7 +11,7 @@ An experiment file opts in with a ``[report.store]`` table:
     member_mib = 256                       # bytes per member of the served array
     set = { "rebuild.extent_gib" = 0.25, "workload.synthetic.space_gib" = 0.5, "run.duration_s" = 60 }
     values = ["rebuild_s", "during_latency_mean_ms"]   # the metrics the store reports
-    workers = 32                           # NBD connections of the replay (requests in flight at most)
+    workers = 32                           # NBD connections of the replay (requests in flight at most, up to 1024)
 
 Each kept run, with ``set`` applied (the scaling, stated in the file), is one *cell*. The cell
 runs twice:
@@ -59,7 +59,10 @@ POLL_S = 0.1
 # A cell gives up waiting for its server or its rebuild after this long.
 READY_TIMEOUT_S = 60.0
 REBUILD_TIMEOUT_S = 1800.0
-# `serve --workers` of a store cell (the server's maximum).
+# `serve --workers` of a store cell at least (a request holds its worker while its members
+# sleep out their model time); a cell whose replay keeps more requests in flight gets one
+# worker per connection, so every request the replay sends is in the array at once, as in
+# the simulator's open loop.
 SERVE_WORKERS = 64
 # The drivers a claims.json row can name.
 STORE = "store"
@@ -142,9 +145,10 @@ def _mib_arg(nbytes: int) -> str:
     return f"{max(1, nbytes // 1024)}KiB"
 
 
-def serve_args(tree: dict[str, Any], cell_dir: Path | None = None) -> list[str]:
+def serve_args(tree: dict[str, Any], cell_dir: Path | None = None, connections: int = 32) -> list[str]:
     """The ``raidlab serve`` options that run ``tree``'s policies on the store (``cell_dir``:
-    the cell's scratch directory, where a RAPID backup's NVRAM file goes)."""
+    the cell's scratch directory, where a RAPID backup's NVRAM file goes; ``connections``:
+    the replay's, each with one request in flight)."""
     disk = tree.get("disk", {})
     preset = disk.get("preset")
     if preset is None:
@@ -152,7 +156,9 @@ def serve_args(tree: dict[str, Any], cell_dir: Path | None = None) -> list[str]:
     # NBD workers: a request holds its worker while its members sleep out their model time,
     # so the default (twice the cores, for memory-speed members) would cap the requests the
     # array serves at once far below what the disks can queue.
-    args = ["--timing", f"{preset},scheduler={disk.get('queue', 'fcfs')}", "--workers", str(SERVE_WORKERS)]
+    workers = max(SERVE_WORKERS, connections)
+    args = ["--timing", f"{preset},scheduler={disk.get('queue', 'fcfs')}", "--workers", str(workers)]
+    args += ["--max-connections", str(max(128, connections + 16))]
     cache = tree.get("cache", {})
     bs = int(tree.get("workload", {}).get("block_size", 4096))
     if cache.get("capacity_blocks", 0) > 1:
@@ -193,8 +199,9 @@ class Cell:
     """One served array in a scratch directory (tmpfs when there is one): created, served,
     stopped, removed."""
 
-    def __init__(self, tree: dict[str, Any], member_mib: int, scratch: Path) -> None:
+    def __init__(self, tree: dict[str, Any], member_mib: int, scratch: Path, connections: int = 32) -> None:
         self.tree = tree
+        self.connections = connections
         self.dir = Path(tempfile.mkdtemp(prefix="storexp-", dir=scratch))
         self.arr = self.dir / "arr"
         self.sock = self.dir / "nbd.sock"
@@ -208,7 +215,7 @@ class Cell:
         if a.get("layout"):
             cmd += ["--layout", str(a["layout"])]
         subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
-        cmd = [*_cli(), "serve", str(self.arr), "--listen", f"unix:{self.sock}", *serve_args(self.tree, self.dir)]
+        cmd = [*_cli(), "serve", str(self.arr), "--listen", f"unix:{self.sock}", *serve_args(self.tree, self.dir, self.connections)]
         self.log = open(self.dir / "serve.log", "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
         line = _readline(self.proc, READY_TIMEOUT_S)
@@ -271,7 +278,7 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         if "fail_cache" in e:
             raise _error(f"{tree.get('name')}: fail_cache events have no store counterpart yet", "events.fail_cache")
     wall0 = time.monotonic()
-    with Cell(tree, member_mib, scratch) as cell:
+    with Cell(tree, member_mib, scratch, workers) as cell:
         for d in tree.get("array", {}).get("failed", []):
             cell.ctl({"cmd": "fail", "slot": int(d)})
         log = cell.dir / "requests.csv"

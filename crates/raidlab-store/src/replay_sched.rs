@@ -13,7 +13,7 @@
 //! issuing its window's arrivals 5% of the window after it ended in real time.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,8 +27,9 @@ use serde_json::{json, Value};
 use crate::nbd::Client;
 use crate::replay::fill;
 
-/// Connections (one request in flight each) the scheduled replay opens at most.
-pub const WORKERS_MAX: u32 = 64;
+/// Connections (one request in flight each) the scheduled replay opens at most: the
+/// simulator's open loop has no bound, and a replay of a cache that fills needs hundreds.
+pub const WORKERS_MAX: u32 = 1024;
 /// Requests a scheduled replay records at most (about 24 bytes each).
 pub const RECORDS_MAX: usize = 20_000_000;
 /// A ramp level is saturated when it completes less than this share of its arrivals.
@@ -172,6 +173,8 @@ pub fn replay_scheduled(uri: &str, exp: &Experiment, opts: &ScheduleOptions) -> 
     let counts = Arc::new(LevelCounts::new(&levels));
     let records: Arc<Mutex<Vec<Record>>> = Arc::new(Mutex::new(Vec::new()));
     let errors = Arc::new(AtomicU64::new(0));
+    // Records kept, over all workers (whichever worker takes a request).
+    let recorded = Arc::new(AtomicUsize::new(0));
     let failure: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     // A short queue: a request waits here only while every worker is busy.
     let (tx, rx) = sync_channel::<Job>(opts.workers as usize);
@@ -185,16 +188,18 @@ pub fn replay_scheduled(uri: &str, exp: &Experiment, opts: &ScheduleOptions) -> 
     let now_ns = move || started.elapsed().as_nanos() as u64;
     let mut handles = Vec::new();
     for mut client in clients {
-        let (rx, records, counts, errors, failure) = (
+        let (rx, records, recorded, counts, errors, failure) = (
             Arc::clone(&rx),
             Arc::clone(&records),
+            Arc::clone(&recorded),
             Arc::clone(&counts),
             Arc::clone(&errors),
             Arc::clone(&failure),
         );
         handles.push(std::thread::spawn(move || {
-            let mut payload = vec![0u8; max_piece as usize];
-            let mut buf = vec![0u8; max_piece as usize];
+            // Grown to the largest piece this worker moves: hundreds of workers each
+            // holding two buffers of the export's largest piece would be gigabytes.
+            let (mut payload, mut buf) = (Vec::new(), Vec::new());
             let mut mine = Vec::new();
             loop {
                 let job = match rx.lock().unwrap_or_else(|e| e.into_inner()).recv() {
@@ -207,6 +212,10 @@ pub fn replay_scheduled(uri: &str, exp: &Experiment, opts: &ScheduleOptions) -> 
                 while left > 0 {
                     let n = left.min(blocks - block).min(max_piece / bs);
                     let (off, len) = (block * bs, (n * bs) as usize);
+                    if buf.len() < len {
+                        buf.resize(len, 0);
+                        payload.resize(len, 0);
+                    }
                     let r = if job.read {
                         client.read(off, &mut buf[..len])
                     } else {
@@ -230,7 +239,7 @@ pub fn replay_scheduled(uri: &str, exp: &Experiment, opts: &ScheduleOptions) -> 
                 if !ok {
                     errors.fetch_add(1, Ordering::Relaxed);
                 }
-                if mine.len() < RECORDS_MAX / WORKERS_MAX as usize {
+                if recorded.fetch_add(1, Ordering::Relaxed) < RECORDS_MAX {
                     mine.push(Record {
                         arrival_ns: job.arrival_ns,
                         done_ns,

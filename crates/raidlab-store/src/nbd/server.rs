@@ -39,6 +39,11 @@ pub(super) const INLINE_BYTES_MAX: usize = 1 << 20;
 
 /// Requests queued or running per connection; the reader stops reading beyond this.
 pub const MAX_IN_FLIGHT: usize = 64;
+/// Worker threads a server runs at most. A request on disk-timed members, or a write waiting
+/// for a backup sync or a free cache frame, holds its worker; an open-loop replay of a cache
+/// that fills may hold hundreds at once, and a request that finds every worker held waits
+/// behind them whatever it needs (a read behind writes waiting for frames).
+pub const WORKERS_MAX: usize = 1024;
 /// Connections evicted (closed in their handshake) but not yet reaped that may exist beyond
 /// the connection limit, so a flood of connections cannot grow the table without bound.
 const EVICTED_MAX: usize = 16;
@@ -264,10 +269,10 @@ impl Server {
         }
     }
 
-    /// Set the number of worker threads (clamped to 1..=64; the default is twice the
-    /// available parallelism, at least 4).
+    /// Set the number of worker threads (clamped to 1..=`WORKERS_MAX`; `serve --workers`
+    /// refuses a value outside it; the default is twice the available parallelism, 4 to 64).
     pub fn with_workers(mut self, workers: usize) -> Server {
-        self.workers = workers.clamp(1, 64);
+        self.workers = workers.clamp(1, WORKERS_MAX);
         self
     }
 

@@ -159,6 +159,15 @@ pub fn serve(
     let listen = Listen::parse(&opts.listen).map_err(|m| Error::config("--listen", m))?;
     let tls = opts.tls.load()?;
     check_listen_secure(&listen, opts.insecure, opts.tls.mode)?;
+    if let Some(w) = opts.workers {
+        let max = crate::nbd::server::WORKERS_MAX;
+        if !(1..=max).contains(&w) {
+            return Err(Error::config(
+                "--workers",
+                format!("expected 1 to {max} worker threads, got {w}"),
+            ));
+        }
+    }
     if opts.read_only && opts.force {
         return Err(Error::config(
             "--read-only",
