@@ -36,6 +36,18 @@ mod imp {
     ) -> MutexGuard<'a, T> {
         cv.wait_timeout(g, dur).unwrap_or_else(|e| e.into_inner()).0
     }
+
+    /// [`wait_timeout`], and whether the wait ended before `dur` (a notification, or a
+    /// spurious wake-up) rather than by timing out.
+    pub fn wait_timeout_woken<'a, T>(
+        cv: &Condvar,
+        _m: &'a Mutex<T>,
+        g: MutexGuard<'a, T>,
+        dur: std::time::Duration,
+    ) -> (MutexGuard<'a, T>, bool) {
+        let (g, r) = cv.wait_timeout(g, dur).unwrap_or_else(|e| e.into_inner());
+        (g, !r.timed_out())
+    }
 }
 
 #[cfg(feature = "shuttle")]
@@ -68,6 +80,17 @@ mod imp {
         drop(g);
         shuttle::thread::yield_now();
         m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// [`wait_timeout`]; under the scheduler no wait is a wake-up (there is no time to
+    /// tell one from a timeout).
+    pub fn wait_timeout_woken<'a, T>(
+        cv: &Condvar,
+        m: &'a Mutex<T>,
+        g: MutexGuard<'a, T>,
+        dur: std::time::Duration,
+    ) -> (MutexGuard<'a, T>, bool) {
+        (wait_timeout(cv, m, g, dur), false)
     }
 
     /// The virtual clock: every reading advances it by one millisecond, so time-driven

@@ -384,7 +384,28 @@ impl WriteBack {
                 }
                 g.cache.finish_destage(f.d.slot);
             }
-            self.room.notify_all();
+            // One writer woken per page of room made, not every writer waiting: with
+            // hundreds waiting on a full cache, each destage woke them all to take the lock
+            // in turn and sleep again. A writer woken that takes no frame passes the wake-up
+            // on (`write_cached`), and every wait ends within `WAIT_SLICE` regardless. A
+            // drain or a write going through waits for other things (an empty cache, a
+            // version landed), and room for every waiter wakes them all with one call.
+            let freed: u64 = round
+                .iter()
+                .flat_map(|f| f.runs.iter())
+                .map(|&(_, n, _)| n)
+                .sum();
+            if g.flushing > 0
+                || g.landing_waiters > 0
+                || g.mode != Mode::Backed
+                || freed >= u64::from(g.room_waiters)
+            {
+                self.room.notify_all();
+            } else {
+                for _ in 0..freed {
+                    self.room.notify_one();
+                }
+            }
             // A slot is free: the destager may start another destage.
             self.work.notify_one();
         }

@@ -6,7 +6,9 @@ use std::cell::RefCell;
 
 use super::backup::Handle;
 use super::format::{RecKind, RecMeta};
-use super::{BackupKind, Inner, Live, Mode, PageBufs, Ver, WriteBack, BLOCK, ROOM_WAITS_MAX};
+use super::{
+    BackupKind, Inner, Live, Mode, PageBufs, Ver, WriteBack, BLOCK, ROOM_WAITS_MAX, WAIT_SLICE,
+};
 use crate::ctrl::IoFail;
 
 crate::sync::thread_local! {
@@ -129,6 +131,8 @@ impl WriteBack {
         {
             let mut g = self.lock();
             let mut waits = 0u32;
+            // Woken for room and not yet given a frame since (see below).
+            let mut owed = false;
             while done < count {
                 if let Some(f) = &g.failed {
                     return Err(IoFail::Failed(f.clone()));
@@ -141,11 +145,16 @@ impl WriteBack {
                     continue;
                 }
                 let lba = first + done;
-                if g.cache.write(lba).is_none() {
-                    self.counters.room_waits.fetch_add(1, Ordering::Relaxed);
-                    self.work.notify_one();
-                    g = self.wait_room(g, &mut waits)?;
-                    continue;
+                match g.cache.write(lba) {
+                    None => {
+                        self.counters.room_waits.fetch_add(1, Ordering::Relaxed);
+                        self.work.notify_one();
+                        g = self.wait_counted(g, &mut waits, |g| &mut g.room_waiters)?;
+                        owed = true;
+                        continue;
+                    }
+                    Some(raidlab::cache::write::Absorbed::Overwrite) => {}
+                    Some(_) => owed = false,
                 }
                 let src = &data[done as usize * BLOCK..(done as usize + 1) * BLOCK];
                 match self.stage(&mut g, lba, src) {
@@ -163,6 +172,12 @@ impl WriteBack {
             }
             if g.cache.wants_destage() {
                 self.work.notify_one();
+            }
+            // Woken for room, took no frame after all (its pages turned out cached, or the
+            // mode changed) and room is left: the wake-up was meant for a writer that needs
+            // a frame, so it is passed on (a destage wakes one writer per page it frees).
+            if owed && g.cache.occupied() < g.cache.capacity() {
+                self.room.notify_one();
             }
         }
         if done > 0 && !lost {
@@ -293,7 +308,32 @@ impl WriteBack {
                 "the write cache made no room (destage stalled)".into(),
             ));
         }
-        Ok(self.wait(&self.room, g))
+        let (g, woken) = crate::sync::wait_timeout_woken(&self.room, &self.inner, g, WAIT_SLICE);
+        if woken {
+            self.counters.room_wakeups.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(g)
+    }
+
+    /// [`WriteBack::wait_room`], counted while it waits in the count `of` picks (the
+    /// destager wakes waiters by what they wait for).
+    fn wait_counted<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        waits: &mut u32,
+        of: fn(&mut Inner) -> &mut u32,
+    ) -> Result<MutexGuard<'a, Inner>, IoFail> {
+        *of(&mut g) += 1;
+        match self.wait_room(g, waits) {
+            Ok(mut g) => {
+                *of(&mut g) -= 1;
+                Ok(g)
+            }
+            Err(e) => {
+                *of(&mut self.lock()) -= 1;
+                Err(e)
+            }
+        }
     }
 
     /// Wait until a lost backup's drain is over (writes then go to the array directly).
@@ -329,7 +369,7 @@ impl WriteBack {
                 if !busy {
                     break;
                 }
-                g = self.wait_room(g, &mut waits)?;
+                g = self.wait_counted(g, &mut waits, |g| &mut g.landing_waiters)?;
             }
             if g.cache.occupied() > 0 {
                 let Inner { pages, frames, .. } = &mut *g;

@@ -157,6 +157,10 @@ struct Inner {
     /// FLUSH calls (or a drain) waiting for the cache to empty: destage at the maximum rate
     /// and hold new cached writes back, so the flush cannot be starved.
     flushing: u32,
+    /// Writes going through that wait for an older version of their pages to land.
+    landing_waiters: u32,
+    /// Cached writes waiting for room.
+    room_waiters: u32,
     /// The array failed under a destage: nothing more can be destaged.
     failed: Option<String>,
 }
@@ -185,6 +189,9 @@ pub struct WbCounters {
     pub read_pages: AtomicU64,
     pub write_through_pages: AtomicU64,
     pub room_waits: AtomicU64,
+    /// Waits for room that a notification ended (not the wait's time slice): a destage
+    /// wakes one writer per page it frees, so these stay near the pages freed.
+    pub room_wakeups: AtomicU64,
     pub flushes: AtomicU64,
     pub images: AtomicU64,
     /// Of those, taken after a member failed during a destage's writes.
@@ -300,6 +307,8 @@ impl WriteBack {
                 seq: 0,
                 mode: Mode::Backed,
                 flushing: 0,
+                landing_waiters: 0,
+                room_waiters: 0,
                 failed: None,
             }),
             room: Condvar::new(),
@@ -399,6 +408,7 @@ impl WriteBack {
             "read_hit_pages": c.read_hit_pages.load(Ordering::Relaxed),
             "write_through_pages": c.write_through_pages.load(Ordering::Relaxed),
             "room_waits": c.room_waits.load(Ordering::Relaxed),
+            "room_wakeups": c.room_wakeups.load(Ordering::Relaxed),
             "images": c.images.load(Ordering::Relaxed),
             "late_images": c.late_images.load(Ordering::Relaxed),
             "partial_parity_records": c.partial_parity.load(Ordering::Relaxed),

@@ -351,3 +351,75 @@ fn the_log_cleaner_never_finds_a_live_record_the_cache_forgot() {
     assert_eq!(st["mode"]["state"], "backed", "{}", st["mode"]);
     assert!(super::setup::stop(&wb, destager));
 }
+
+#[test]
+fn a_destage_wakes_one_waiting_writer_per_page_it_frees() {
+    // RAID-5 of 3 with 16 KiB chunks: a group (row) is 8 pages; the cache holds 2 groups.
+    let r = rig(Level::Raid5, 3, BackupKind::Mirror, OrderKind::Lrw, 16);
+    let page = pattern(5, BLOCK);
+    for lba in 0..16u64 {
+        r.wb.write(lba * BLOCK as u64, &page, false).unwrap();
+    }
+    assert_eq!(r.wb.occupied(), 16);
+    // 32 writers of one new page each (rows 2-5): all wait for room.
+    const WRITERS: u64 = 32;
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|i| {
+            let (wb, done) = (r.wb.clone(), done.clone());
+            std::thread::spawn(move || {
+                let lba = 16 + i;
+                wb.write(lba * BLOCK as u64, &pattern(100 + i, BLOCK), false)
+                    .unwrap();
+                done.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    let c = &r.wb.counters;
+    for _ in 0..5_000 {
+        if c.room_waits.load(Ordering::SeqCst) >= WRITERS {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(
+        c.room_waits.load(Ordering::SeqCst),
+        WRITERS,
+        "all wait once"
+    );
+    let woken = c.room_wakeups.load(Ordering::SeqCst);
+    // One destage of the oldest group frees its 8 pages: 8 writers go on.
+    let b = r.wb.destage_begin(true).expect("a group to destage");
+    r.wb.destage_end(b);
+    for _ in 0..5_000 {
+        if done.load(Ordering::SeqCst) >= 8 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 8);
+    // Woken: about the 8 that had room (waking every writer woke all 32).
+    let wakeups = c.room_wakeups.load(Ordering::SeqCst) - woken;
+    assert!(
+        (8..=12).contains(&wakeups),
+        "{wakeups} writers woken for 8 pages"
+    );
+    // The rest go on as further destages make room (bounded: one group each).
+    for _ in 0..10_000 {
+        if done.load(Ordering::SeqCst) == WRITERS {
+            break;
+        }
+        if !r.wb.destage_step(true) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    for _ in 0..64 {
+        if !r.wb.destage_step(true) {
+            break;
+        }
+    }
+    assert_eq!(r.wb.occupied(), 0);
+}
