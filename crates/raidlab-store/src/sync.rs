@@ -30,11 +30,11 @@ mod imp {
     /// Wait on `cv` for a notification or at most `dur`, then hold `m` again.
     pub fn wait_timeout<'a, T>(
         cv: &Condvar,
-        _m: &'a Mutex<T>,
+        m: &'a Mutex<T>,
         g: MutexGuard<'a, T>,
         dur: std::time::Duration,
     ) -> MutexGuard<'a, T> {
-        cv.wait_timeout(g, dur).unwrap_or_else(|e| e.into_inner()).0
+        wait_timeout_woken(cv, m, g, dur).0
     }
 
     /// [`wait_timeout`], and whether the wait ended before `dur` (a notification, or a

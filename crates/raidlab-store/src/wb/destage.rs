@@ -367,6 +367,7 @@ impl WriteBack {
         }
         {
             let mut g = self.lock();
+            let occupied = g.cache.occupied();
             for f in round.iter() {
                 for &(first, n, _) in &f.runs {
                     for lba in first..first + n {
@@ -390,11 +391,8 @@ impl WriteBack {
             // on (`write_cached`), and every wait ends within `WAIT_SLICE` regardless. A
             // drain or a write going through waits for other things (an empty cache, a
             // version landed), and room for every waiter wakes them all with one call.
-            let freed: u64 = round
-                .iter()
-                .flat_map(|f| f.runs.iter())
-                .map(|&(_, n, _)| n)
-                .sum();
+            // The room made is what left the cache: a page rewritten in flight stays.
+            let freed = occupied - g.cache.occupied();
             if g.flushing > 0
                 || g.landing_waiters > 0
                 || g.mode != Mode::Backed
