@@ -224,7 +224,11 @@ def test_a_rapid_backup_is_served_with_its_nvram_segment_buffers(tmp_path: Path)
     }
     args = serve_args(tree, tmp_path)
     i = args.index("--backup")
-    assert args[i : i + 10] == ["--backup", "log", "--log-mode", "logical", "--segment", "256KiB", "--log-nvram", str(tmp_path / "nvram"), "--log-nvram-slots", "3"]
+    assert args[i : i + 12] == ["--backup", "log", "--log-mode", "logical", "--segment", "256KiB", "--log-size", "256MiB", "--log-nvram", str(tmp_path / "nvram"), "--log-nvram-slots", "3"]
+    # The cache disk's size is the log's.
+    tree["backup"]["disk_mib"] = 64
+    args = serve_args(tree, tmp_path)
+    assert args[args.index("--log-size") + 1] == "64MiB"
     # The dual copy (the store's mirror) is unchanged.
     tree["backup"] = {"kind": "dual"}
     args = serve_args(tree, tmp_path)

@@ -187,6 +187,11 @@ def serve_args(tree: dict[str, Any], cell_dir: Path | None = None, connections: 
             # RAPID's segment buffers: an NVRAM file in the cell's scratch directory (tmpfs
             # when there is one), one slot per buffer, segments of the buffers' size.
             args += ["--segment", f"{int(b.get('segment_kib', 128))}KiB"]
+            # The cache disk's space, as the simulator's RAPID has it (its default too): the
+            # log laps only as often as the model's does. The store's own default (4x the
+            # cache) made a 16 MiB cache's log lap within a 15 s cell, which the model's
+            # 256 MiB never did.
+            args += ["--log-size", f"{int(b.get('disk_mib', 256))}MiB"]
             if cell_dir is None:
                 raise _error(f"{tree.get('name')}: a RAPID backup needs the cell's directory for its NVRAM", "backup.kind")
             args += ["--log-nvram", str(cell_dir / "nvram"), "--log-nvram-slots", str(int(b.get("segment_buffers", 4)))]
@@ -383,9 +388,11 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         if k in wc:
             m[f"store_{k}"] = wc[k]
     # The backup's own traffic: a log's segments drained from NVRAM, the writes that waited
-    # for a slot, and its released images' voids (those that cost a member write).
+    # for a slot, its released images, the release entries naming them, and the voids
+    # written in place instead (those that cost a member write).
     bs = wc.get("backup_stats") or {}
-    for k in ("commits", "nvram_stalls", "nvram_drained", "image_voids", "image_void_leg_writes"):
+    for k in ("commits", "nvram_stalls", "nvram_drained", "images_released", "release_entries",
+              "image_void_leg_writes"):
         if k in bs:
             m[f"store_backup_{k}"] = bs[k]
     # Write-intent bitmap writes (each a write of every member's bitmap): member operations

@@ -42,6 +42,8 @@ pub struct Scan {
     pub records: Vec<Found>,
     /// Records whose data did not match their checksum (a torn write: never acknowledged).
     pub torn: u64,
+    /// Log: records left out because a release entry in the scan names them.
+    pub released: u64,
 }
 
 /// Counters for `ctl status`.
@@ -65,9 +67,11 @@ pub struct BackupStats {
     pub nvram_slots: u64,
     pub nvram_stalls: u64,
     pub nvram_drained: u64,
-    /// Log: released images voided (each overwritten so a scan cannot bring it back), and
-    /// those whose segment had already reached its leg, so that the void cost a leg write.
-    pub image_voids: u64,
+    /// Log: images (and plans and partial parities) released; the release entries appended
+    /// to name them; and the voids written in place instead (a log short of free segments)
+    /// whose segment had already reached its leg, so that the void cost a leg write.
+    pub images_released: u64,
+    pub release_entries: u64,
     pub image_void_leg_writes: u64,
 }
 
@@ -91,12 +95,13 @@ pub trait Backup: Send + Sync {
         }
     }
     /// Release images (and plan and partial-parity records) after their destage completed:
-    /// their voiding is written now and made durable by the next commit, without a sync
-    /// of its own. That is soon enough: a stale image must be gone before a newer version of
-    /// its page can be dropped (a drop becomes durable only with a later sync), and a plan
-    /// before the next destage changes the pages it describes (every destage that rewrites
-    /// part of a row commits its own plan first; one that rewrites whole rows replays whole
-    /// from its records, which stay live until it is on the members).
+    /// their release (a void, or a record naming them) is written or staged now and made
+    /// durable by the next commit, without a sync of its own. That is soon enough: a stale
+    /// image must be gone before a newer version of its page can be dropped (a drop becomes
+    /// durable only with a later sync), and a plan before the next destage changes the
+    /// pages it describes (every destage that rewrites part of a row commits its own plan
+    /// first; one that rewrites whole rows replays whole from its records, which stay live
+    /// until it is on the members).
     fn release_images(&self, hs: &[Handle]) -> io::Result<()>;
     /// Every record of the current epoch.
     fn scan(&self) -> io::Result<Scan>;

@@ -7,7 +7,7 @@
 //! | bytes   | field                                                              |
 //! |---------|--------------------------------------------------------------------|
 //! | 0..8    | magic `RLWBACK1`                                                   |
-//! | 8..12   | version (2; 1 had no plan or partial-parity records, and is read)  |
+//! | 8..12   | version (3; 2 had no release entries, 1 no plans or partial parity) |
 //! | 12..16  | CRC-32C of the 4 KiB with this field zero                          |
 //! | 16..20  | kind: 1 mirror, 2 log                                              |
 //! | 20..36  | array UUID                                                         |
@@ -21,14 +21,17 @@
 //! Mirror slot header (64 bytes; 64 per 4 KiB): magic `RLMS`, kind, epoch, lba, seq, data
 //! CRC, header CRC. Log batch header (one 4 KiB block followed by its data blocks): magic
 //! `RLLB`, epoch, its own virtual position, the next batch's position, record count, and per
-//! record lba, seq, kind and data CRC; header CRC last.
+//! record lba, seq, kind and data CRC; header CRC last. An entry of kind `Release` has no
+//! data block: its lba field is the virtual position of an earlier record's data block (of
+//! the same epoch) that is garbage, and its seq and CRC are zero.
 
 use crate::format::superblock::{get32, get64};
 
 pub const SUPER_MAGIC: [u8; 8] = *b"RLWBACK1";
-/// Version 2 added the `Plan` and `Parity` record kinds: a build that knows only version 1
-/// refuses such a backup instead of stopping its scan at the first unknown kind.
-pub const SUPER_VERSION: u32 = 2;
+/// Version 2 added the `Plan` and `Parity` record kinds, version 3 the log's `Release`
+/// entries: a build that knows an older version refuses such a backup instead of stopping
+/// its scan at the first unknown kind (or, for a release, replaying what it released).
+pub const SUPER_VERSION: u32 = 3;
 /// The oldest version this build still reads (its records are a subset of version 2's).
 pub const SUPER_VERSION_MIN: u32 = 1;
 pub const SUPER_BYTES: usize = 4096;
@@ -64,6 +67,10 @@ pub enum RecKind {
     /// destage leaves alone, as they were before it (md's PPL). Replay rebuilds from it a
     /// unit lost by a member that failed during the destage.
     Parity,
+    /// Log only, a batch header entry without a data block: the position of an earlier
+    /// record (an image, plan or partial parity) that is garbage, so a scan that still
+    /// finds it skips it (`wb/log.rs`).
+    Release,
 }
 
 impl RecKind {
@@ -73,6 +80,7 @@ impl RecKind {
             RecKind::Image => 2,
             RecKind::Plan => 3,
             RecKind::Parity => 4,
+            RecKind::Release => 5,
         }
     }
     fn of(code: u8) -> Option<RecKind> {
@@ -81,6 +89,7 @@ impl RecKind {
             2 => Some(RecKind::Image),
             3 => Some(RecKind::Plan),
             4 => Some(RecKind::Parity),
+            5 => Some(RecKind::Release),
             _ => None,
         }
     }
@@ -216,13 +225,13 @@ pub fn slot_header(meta: RecMeta, epoch: u64, crc: u32) -> [u8; SLOT_HEADER_BYTE
 }
 
 /// Decode a slot header of `epoch`: the record and its data CRC. `None` for a free, torn,
-/// foreign or older-epoch slot.
+/// foreign or older-epoch slot, and for a release (only a log's batch headers hold those).
 pub fn decode_slot_header(b: &[u8], epoch: u64) -> Option<(RecMeta, u32)> {
     let b = b.get(..SLOT_HEADER_BYTES)?;
     if get32(b, 0) != SLOT_MAGIC || crc_skipping(b, 60) != get32(b, 60) || get64(b, 8) != epoch {
         return None;
     }
-    let kind = RecKind::of(b[4])?;
+    let kind = RecKind::of(b[4]).filter(|&k| k != RecKind::Release)?;
     Some((
         RecMeta {
             lba: get64(b, 16),
@@ -240,9 +249,22 @@ pub struct Batch {
     pub next: u64,
     /// Records and their data CRCs, in the order of the data blocks after the header.
     pub records: Vec<(RecMeta, u32)>,
+    /// Positions of earlier records its release entries name.
+    pub released: Vec<u64>,
 }
 
-/// Encode a batch header into `out` (one block).
+/// A release entry for the record whose data block is at `pos` (no data block of its own).
+pub fn release_entry(pos: u64) -> (RecMeta, u32) {
+    let meta = RecMeta {
+        lba: pos,
+        seq: 0,
+        kind: RecKind::Release,
+    };
+    (meta, 0)
+}
+
+/// Encode a batch header into `out` (one block). `records` are its entries in order: each
+/// one but a release has a data block, in the same order, after the header.
 pub fn encode_batch(epoch: u64, pos: u64, next: u64, records: &[(RecMeta, u32)], out: &mut [u8]) {
     assert!(records.len() <= BATCH_RECORDS_MAX && out.len() == BLOCK);
     out.fill(0);
@@ -274,23 +296,31 @@ pub fn decode_batch(b: &[u8], epoch: u64, pos: u64) -> Option<Batch> {
         return None;
     }
     let next = get64(b, 24);
-    if next < pos + ((n + 1) * BLOCK) as u64 {
-        return None;
-    }
     let mut records = Vec::with_capacity(n);
+    let mut released = Vec::new();
     for i in 0..n {
         let at = BATCH_FIXED + i * BATCH_ENTRY;
         let kind = RecKind::of(b[at + 20])?;
-        records.push((
-            RecMeta {
-                lba: get64(b, at),
-                seq: get64(b, at + 8),
-                kind,
-            },
-            get32(b, at + 16),
-        ));
+        let (lba, seq, crc) = (get64(b, at), get64(b, at + 8), get32(b, at + 16));
+        if kind == RecKind::Release {
+            // Names an earlier data block, and carries nothing else.
+            if lba >= pos || seq != 0 || crc != 0 {
+                return None;
+            }
+            released.push(lba);
+            continue;
+        }
+        records.push((RecMeta { lba, seq, kind }, crc));
     }
-    Some(Batch { pos, next, records })
+    if next < pos + ((records.len() + 1) * BLOCK) as u64 {
+        return None;
+    }
+    Some(Batch {
+        pos,
+        next,
+        records,
+        released,
+    })
 }
 
 #[cfg(test)]
@@ -354,5 +384,42 @@ mod tests {
         assert_eq!(decode_batch(&b, 2, 8192 + (1 << 20)), None);
         assert_eq!(decode_batch(&b, 1, 8192), None);
         assert_eq!(BATCH_RECORDS_MAX, 168);
+    }
+
+    #[test]
+    fn release_entries_take_no_data_block() {
+        let img = RecMeta {
+            lba: 7,
+            seq: 12,
+            kind: RecKind::Image,
+        };
+        let entries = vec![release_entry(4096), (img, 9), release_entry(12288)];
+        let mut b = vec![0u8; BLOCK];
+        // One data block: `next` may follow it directly.
+        encode_batch(1, 65536, 65536 + 2 * 4096, &entries, &mut b);
+        let got = decode_batch(&b, 1, 65536).unwrap();
+        assert_eq!(
+            (got.records, got.released),
+            (vec![(img, 9)], vec![4096, 12288])
+        );
+        // A release of a position at or past the batch's own is not one this log wrote.
+        encode_batch(1, 65536, 65536 + 4096, &[release_entry(65536)], &mut b);
+        assert_eq!(decode_batch(&b, 1, 65536), None);
+        // Nor is one that carries a sequence number or a CRC.
+        let (mut meta, _) = release_entry(4096);
+        meta.seq = 1;
+        encode_batch(1, 65536, 65536 + 4096, &[(meta, 0)], &mut b);
+        assert_eq!(decode_batch(&b, 1, 65536), None);
+        encode_batch(
+            1,
+            65536,
+            65536 + 4096,
+            &[(release_entry(4096).0, 5)],
+            &mut b,
+        );
+        assert_eq!(decode_batch(&b, 1, 65536), None);
+        // A mirror slot never holds a release.
+        let rel = release_entry(4096).0;
+        assert_eq!(decode_slot_header(&slot_header(rel, 1, 0), 1), None);
     }
 }

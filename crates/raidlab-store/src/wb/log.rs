@@ -20,8 +20,9 @@
 //!   that segment's previous lap (written lazily, just before the wrap), and that superblock
 //!   is written only after every batch written so far is synced (the cleaner's copies must be
 //!   durable before their originals can go);
-//! - a released image is voided in place before `release_images` returns, durably at the
-//!   next commit (see it and `Backup::release_images`).
+//! - a released image is named by a release entry staged before `release_images` returns
+//!   (or voided in place when free segments are short), durably at the next commit (see it
+//!   and `Backup::release_images`).
 //!
 //! With an NVRAM (`--log-nvram`, `nvram.rs`) the head's segment is written to an NVRAM slot
 //! instead of its leg and reaches the leg in the background; "synced" above then means
@@ -87,8 +88,10 @@ struct State {
     super_tail: u64,
     /// Position of the batch being staged.
     head: u64,
-    /// The batch being staged: header block, then one data block per record.
+    /// The batch being staged: its header's entries, and its data blocks (one per entry but
+    /// a release) in `buf` after the header block.
     staged: Vec<(RecMeta, u32)>,
+    staged_blocks: usize,
     buf: Vec<u8>,
     table: Table,
     /// Legs written since their last sync (a bit per leg).
@@ -134,6 +137,7 @@ impl LogBackup {
             super_tail: sup.tail,
             head: sup.tail,
             staged: Vec::with_capacity(BATCH_RECORDS_MAX),
+            staged_blocks: 0,
             buf: vec![0u8; batch_blocks * BLOCK],
             table: Table::new(geo.segments as usize, per_seg),
             dirty: [0; LOG_MEMBERS_MAX / 64],
@@ -213,7 +217,7 @@ impl LogBackup {
         let end = if st.staged.is_empty() {
             st.head
         } else {
-            st.head + (st.staged.len() as u64 + 1) * BLOCK64
+            st.head + (st.staged_blocks as u64 + 1) * BLOCK64
         };
         (end - st.tail).div_ceil(self.geo.seg)
     }
@@ -222,7 +226,7 @@ impl LogBackup {
         self.geo.segments - self.used(st)
     }
 
-    /// Records the batch at `head` may hold: the header's entries, and the segment's room.
+    /// Data blocks the batch at `head` may hold: the header's entries, and the segment's room.
     fn batch_cap(&self, head: u64) -> usize {
         let room = ((self.geo.seg_end(head) - head) / BLOCK64) as usize;
         BATCH_RECORDS_MAX.min(room - 1)
@@ -270,16 +274,44 @@ impl LogBackup {
         if let Some(nv) = &self.nv {
             nv.sync().map_err(|e| self.fail_nv(st, e))?;
         }
-        for leg in 0..self.geo.legs.len() {
-            if st.dirty[leg / 64] & (1 << (leg % 64)) != 0 {
-                self.geo.legs[leg]
-                    .0
-                    .sync()
-                    .map_err(|e| self.fail(st, leg, e))?;
-                st.dirty[leg / 64] &= !(1 << (leg % 64));
-            }
-        }
+        let dirty = Self::dirty_legs(&st.dirty, self.geo.legs.len());
+        self.each_leg(&dirty, |leg| self.geo.legs[leg].0.sync())
+            .map_err(|(leg, e)| self.fail(st, leg, e))?;
+        st.dirty = [0; LOG_MEMBERS_MAX / 64];
         Ok(())
+    }
+
+    /// The legs whose bit is set in `dirty`.
+    fn dirty_legs(dirty: &[u64; LOG_MEMBERS_MAX / 64], legs: usize) -> Vec<usize> {
+        (0..legs)
+            .filter(|&leg| dirty[leg / 64] & (1 << (leg % 64)) != 0)
+            .collect()
+    }
+
+    /// Run `f` for each of `legs`, all at once when one is slow (remote, or disk-timed): one
+    /// after another, a superblock update of a logical log over 16 disk-timed members took
+    /// 16 member writes' time under the log's lock, and every put waited that long. Legs in
+    /// memory time go one after another (a thread costs more than their write). The first
+    /// error, with its leg.
+    fn each_leg(
+        &self,
+        legs: &[usize],
+        f: impl Fn(usize) -> io::Result<()> + Sync,
+    ) -> Result<(), (usize, io::Error)> {
+        let slow = cfg!(feature = "shuttle")
+            || legs.iter().any(|&leg| {
+                let d = &self.geo.legs[leg].0;
+                d.link().is_some() || d.timing().is_some()
+            });
+        let results = crate::ctrl::fanout::each(slow, legs.to_vec(), &f);
+        match legs
+            .iter()
+            .zip(results)
+            .find_map(|(&leg, r)| r.err().map(|e| (leg, e)))
+        {
+            Some(failed) => Err(failed),
+            None => Ok(()),
+        }
     }
 
     /// Write the in-DRAM tail to the superblock. Every batch written so far is synced
@@ -292,23 +324,25 @@ impl LogBackup {
     /// A new superblock generation (epoch and tail from `st`) on every leg, each synced.
     fn write_supers(&self, st: &mut State) -> Result<(), (String, io::Error)> {
         st.generation += 1;
-        for (i, (dev, base, _)) in self.geo.legs.iter().enumerate() {
-            let s = self
-                .geo
-                .super_for(i, st.generation, st.epoch, st.tail, self.uuid);
-            if let Err(e) = backup::write_super(dev, *base, &s) {
-                return Err((dev.path().to_string(), self.fail(st, i, e)));
-            }
-            st.stats.bytes_written += SUPER_BYTES as u64;
+        let (generation, epoch, tail) = (st.generation, st.epoch, st.tail);
+        let all: Vec<usize> = (0..self.geo.legs.len()).collect();
+        let written = self.each_leg(&all, |i| {
+            let (dev, base, _) = &self.geo.legs[i];
+            let s = self.geo.super_for(i, generation, epoch, tail, self.uuid);
+            backup::write_super(dev, *base, &s)
+        });
+        if let Err((i, e)) = written {
+            return Err((self.geo.legs[i].0.path().to_string(), self.fail(st, i, e)));
         }
+        st.stats.bytes_written += (SUPER_BYTES * all.len()) as u64;
         st.super_tail = st.tail;
         Ok(())
     }
 
     /// Write the staged batch (pwrite only) and start the next one.
     fn flush(&self, st: &mut State) -> io::Result<()> {
-        let k = st.staged.len();
-        assert!(k > 0 && k <= self.batch_cap(st.head));
+        let k = st.staged_blocks;
+        assert!(!st.staged.is_empty() && k <= self.batch_cap(st.head));
         let end = st.head + (k as u64 + 1) * BLOCK64;
         let seg_end = self.geo.seg_end(st.head);
         // Too little room for a header and a record: the next batch starts a segment.
@@ -334,6 +368,7 @@ impl LogBackup {
         }
         st.stats.bytes_written += bytes as u64;
         st.staged.clear();
+        st.staged_blocks = 0;
         st.head = next;
         Ok(())
     }
@@ -351,10 +386,8 @@ impl LogBackup {
             "a record is one block, not {} bytes",
             data.len()
         );
-        if st.staged.is_empty() && st.head.is_multiple_of(self.geo.seg) {
-            self.acquire(st)?;
-        }
-        let k = st.staged.len();
+        self.open_batch(st)?;
+        let k = st.staged_blocks;
         let pos = st.head + (k as u64 + 1) * BLOCK64;
         let seg = self.geo.seg_index(st.head);
         let crc = format::data_crc(data);
@@ -370,10 +403,34 @@ impl LogBackup {
         };
         st.buf[(k + 1) * BLOCK..(k + 2) * BLOCK].copy_from_slice(data);
         st.staged.push((meta, crc));
-        if st.staged.len() == self.batch_cap(st.head) {
+        st.staged_blocks += 1;
+        self.flush_if_full(st)?;
+        Ok(h)
+    }
+
+    /// Add a release entry for the data block at `pos` (before the staged batch): a header
+    /// entry, no data block.
+    fn stage_release(&self, st: &mut State, pos: u64) -> io::Result<()> {
+        self.open_batch(st)?;
+        assert!(pos < st.head, "a release names an earlier record");
+        st.staged.push(format::release_entry(pos));
+        self.flush_if_full(st)
+    }
+
+    /// Before the first entry of a batch: the head may be entering a new segment.
+    fn open_batch(&self, st: &mut State) -> io::Result<()> {
+        if st.staged.is_empty() && st.head.is_multiple_of(self.geo.seg) {
+            self.acquire(st)?;
+        }
+        Ok(())
+    }
+
+    /// Write the batch once its header's entries or its segment's room are used up.
+    fn flush_if_full(&self, st: &mut State) -> io::Result<()> {
+        if st.staged_blocks == self.batch_cap(st.head) || st.staged.len() == BATCH_RECORDS_MAX {
             self.flush(st)?;
         }
-        Ok(h)
+        Ok(())
     }
 
     /// The leader's part of a group commit: write the staged batch, sync every leg written
@@ -395,14 +452,55 @@ impl LogBackup {
                 return Err(self.fail_nv(&mut st, e));
             }
         }
-        for leg in 0..self.geo.legs.len() {
-            if dirty[leg / 64] & (1 << (leg % 64)) != 0 {
-                if let Err(e) = self.geo.legs[leg].0.sync() {
-                    let mut st = self.lock();
-                    return Err(self.fail(&mut st, leg, e));
-                }
-            }
+        let legs = Self::dirty_legs(&dirty, self.geo.legs.len());
+        if let Err((leg, e)) = self.each_leg(&legs, |leg| self.geo.legs[leg].0.sync()) {
+            let mut st = self.lock();
+            return Err(self.fail(&mut st, leg, e));
         }
+        Ok(())
+    }
+    /// Stage a release entry for each of `written` (position, CRC; before the staged batch).
+    fn stage_releases(&self, st: &mut State, written: &[(u64, u32)]) -> io::Result<()> {
+        for &(pos, _) in written {
+            self.stage_release(st, pos)?;
+            st.stats.release_entries += 1;
+        }
+        Ok(())
+    }
+
+    /// Overwrite each of `written` (position, the record's CRC) with a void block: in its
+    /// NVRAM slot while a slot holds its segment, on its leg otherwise (and once the slot's
+    /// copy reached the leg). Synced by the next commit (the legs are marked dirty).
+    fn void_in_place(&self, written: &[(u64, u32)]) -> io::Result<()> {
+        let mut leg_writes = Vec::with_capacity(written.len());
+        for &(pos, crc) in written {
+            let void = &self.voids[usize::from(self.voids[0].1 == crc)].0;
+            let to_leg = match &self.nv {
+                Some(nv) => match nv.void(pos, void) {
+                    Ok(to_leg) => to_leg,
+                    Err(e) => {
+                        let mut st = self.lock();
+                        return Err(self.fail_nv(&mut st, e));
+                    }
+                },
+                None => true,
+            };
+            if !to_leg {
+                continue;
+            }
+            let (leg, off) = self.geo.locate(pos);
+            if let Err(e) = self.geo.legs[leg].0.write_at(void, off) {
+                let mut st = self.lock();
+                return Err(self.fail(&mut st, leg, e));
+            }
+            leg_writes.push(leg);
+        }
+        let mut st = self.lock();
+        for &leg in &leg_writes {
+            st.dirty[leg / 64] |= 1 << (leg % 64);
+        }
+        st.stats.bytes_written += BLOCK64 * written.len() as u64;
+        st.stats.image_void_leg_writes += leg_writes.len() as u64;
         Ok(())
     }
 }
@@ -454,70 +552,51 @@ impl Backup for LogBackup {
 
     /// A released image may sit in the scan range for a lap, and a newer version of its
     /// page may be older in sequence (a dirty page imaged before its destage) and leave the
-    /// log first: sequence order does not hide it. So each image's data block is overwritten
-    /// with a void block (the header stays, so the chain stays whole) and synced before the
-    /// records are released; a scan skips a void block without counting it torn. The images'
-    /// segments stay pinned meanwhile, so the head cannot reuse them under the void writes.
+    /// log first: sequence order does not hide it. So the release is written into the log:
+    /// a release entry in the staged batch's header (no data block) per image (or plan, or
+    /// partial parity), durable with the next commit; a scan skips what a release entry in
+    /// its range names. The entry comes after what it names, and the tail leaves the log
+    /// in order, so it stays in the scan range as long as that does.
+    ///
+    /// An image still in the staged batch is voided in the buffer instead (its header entry
+    /// keeps the image's CRC; a scan skips a void block without counting it torn). When the
+    /// log is short of free segments, the images are voided in place instead (each one a
+    /// write of its block, on its leg or in its NVRAM slot), so a release never takes the
+    /// room the cleaner keeps for puts.
     fn release_images(&self, hs: &[Handle]) -> io::Result<()> {
         if hs.is_empty() {
             return Ok(());
         }
-        let mut writes = Vec::with_capacity(hs.len());
-        {
-            let mut st = self.lock();
-            self.check(&st)?;
-            for &h in hs {
-                let e = st.table.entry(h);
-                assert!(
-                    e.meta.kind != RecKind::Data,
-                    "release_images on a data record"
-                );
-                let void = usize::from(self.voids[0].1 == e.crc);
-                if !st.staged.is_empty() && e.pos > st.head {
-                    // Still in the staged batch: void it in the buffer (its header entry
-                    // keeps the image's CRC).
-                    let at = (e.pos - st.head) as usize;
-                    st.buf[at..at + BLOCK].copy_from_slice(&self.voids[void].0);
-                } else {
-                    writes.push((e.pos, self.geo.locate(e.pos), void));
-                }
-            }
-        }
-        let mut leg_writes = Vec::with_capacity(writes.len());
-        for &(pos, (leg, off), void) in &writes {
-            // A segment still in an NVRAM slot takes the void there (a replay must not bring
-            // the image back); the leg too once the slot's copy reached it.
-            let to_leg = match &self.nv {
-                Some(nv) => match nv.void(pos, &self.voids[void].0) {
-                    Ok(to_leg) => to_leg,
-                    Err(e) => {
-                        let mut st = self.lock();
-                        return Err(self.fail_nv(&mut st, e));
-                    }
-                },
-                None => true,
-            };
-            if !to_leg {
-                continue;
-            }
-            if let Err(e) = self.geo.legs[leg].0.write_at(&self.voids[void].0, off) {
-                let mut st = self.lock();
-                return Err(self.fail(&mut st, leg, e));
-            }
-            leg_writes.push(leg);
-        }
-        {
-            let mut st = self.lock();
-            for &leg in &leg_writes {
-                st.dirty[leg / 64] |= 1 << (leg % 64);
-            }
-            st.stats.bytes_written += BLOCK64 * writes.len() as u64;
-            st.stats.image_voids += hs.len() as u64;
-            st.stats.image_void_leg_writes += leg_writes.len() as u64;
-        }
-        // The voids are synced by the next commit (the legs are marked above), and the tail
-        // cannot pass them durably before: `persist_tail` syncs the marked legs first.
         let mut st = self.lock();
+        self.check(&st)?;
+        let mut written = Vec::with_capacity(hs.len());
+        for &h in hs {
+            let e = st.table.entry(h);
+            assert!(
+                e.meta.kind != RecKind::Data,
+                "release_images on a data record"
+            );
+            if !st.staged.is_empty() && e.pos > st.head {
+                let void = usize::from(self.voids[0].1 == e.crc);
+                let at = (e.pos - st.head) as usize;
+                st.buf[at..at + BLOCK].copy_from_slice(&self.voids[void].0);
+            } else {
+                written.push((e.pos, e.crc));
+            }
+        }
+        st.stats.images_released += hs.len() as u64;
+        if !written.is_empty() {
+            if self.free_segments(&st) > GC_MIN_FREE {
+                self.stage_releases(&mut st, &written)?;
+            } else {
+                drop(st);
+                self.void_in_place(&written)?;
+                st = self.lock();
+            }
+        }
+        // The release entries (or voids) are durable by the next commit, and the tail
+        // cannot pass what they name durably before: `persist_tail` runs with nothing
+        // staged and syncs every leg written first.
         for &h in hs {
             st.table.release(h);
         }
@@ -545,6 +624,7 @@ impl Backup for LogBackup {
             nv.seal();
         }
         st.staged.clear();
+        st.staged_blocks = 0;
         st.table.clear();
         st.dirty = [0; LOG_MEMBERS_MAX / 64];
         st.epoch += 1;

@@ -436,7 +436,8 @@ impl WriteBack {
                 v["nvram_slots"] = b.nvram_slots.into();
                 v["nvram_stalls"] = b.nvram_stalls.into();
                 v["nvram_drained"] = b.nvram_drained.into();
-                v["image_voids"] = b.image_voids.into();
+                v["images_released"] = b.images_released.into();
+                v["release_entries"] = b.release_entries.into();
                 v["image_void_leg_writes"] = b.image_void_leg_writes.into();
                 v
             }),

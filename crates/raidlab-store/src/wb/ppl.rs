@@ -377,7 +377,7 @@ pub fn synthesize(
             RecKind::Parity => {
                 parity.insert(r.meta.seq, i);
             }
-            RecKind::Data | RecKind::Image => {}
+            RecKind::Data | RecKind::Image | RecKind::Release => {}
         }
     }
     if plans.is_empty() {

@@ -79,7 +79,7 @@ pub fn replay(
         let newest = match r.meta.kind {
             RecKind::Image => &mut images,
             RecKind::Data => &mut datas,
-            RecKind::Plan | RecKind::Parity => continue,
+            RecKind::Plan | RecKind::Parity | RecKind::Release => continue,
         };
         let e = newest.entry(r.meta.lba).or_insert(i);
         if scan.records[*e].meta.seq < r.meta.seq {

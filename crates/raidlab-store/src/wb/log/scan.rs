@@ -1,5 +1,6 @@
 //! Recovery's walk of the log: follow the batch chain from the tail.
 
+use std::collections::HashSet;
 use std::io;
 
 use super::super::backup::{Found, Scan};
@@ -19,7 +20,9 @@ fn read(geo: &Geometry, nv: Option<&Nvram>, pos: u64, buf: &mut [u8]) -> io::Res
     geo.legs[leg].0.read_at(buf, off)
 }
 
-/// Follow the batch chain from `tail` in `epoch`: every record whose data matches.
+/// Follow the batch chain from `tail` in `epoch`: every record whose data matches, less
+/// those a release entry found in the chain names (a release names only earlier records,
+/// so the chain that holds it holds them too, or they are behind the tail).
 pub(super) fn scan_from(
     geo: &Geometry,
     nv: Option<&Nvram>,
@@ -28,6 +31,9 @@ pub(super) fn scan_from(
     tail: u64,
 ) -> io::Result<Scan> {
     let mut scan = Scan::default();
+    // The data block position of each record found, and the positions released.
+    let mut found_at: Vec<u64> = Vec::new();
+    let mut released: HashSet<u64> = HashSet::new();
     let mut header = vec![0u8; BLOCK];
     let mut data = vec![0u8; BLOCK * BATCH_RECORDS_MAX];
     let limit = tail + geo.log_bytes();
@@ -53,8 +59,10 @@ pub(super) fn scan_from(
         if n > 0 {
             read(geo, nv, pos + BLOCK64, data)?;
         }
-        for ((meta, crc), block) in b.records.iter().zip(data.chunks(BLOCK)) {
+        released.extend(&b.released);
+        for (i, ((meta, crc), block)) in b.records.iter().zip(data.chunks(BLOCK)).enumerate() {
             if format::data_crc(block) == *crc {
+                found_at.push(pos + (i as u64 + 1) * BLOCK64);
                 scan.records.push(Found {
                     meta: *meta,
                     data: block.to_vec(),
@@ -64,6 +72,13 @@ pub(super) fn scan_from(
             }
         }
         pos = b.next;
+    }
+    if !released.is_empty() {
+        let before = scan.records.len();
+        let mut at = found_at.iter();
+        scan.records
+            .retain(|_| !released.contains(at.next().expect("a position per record")));
+        scan.released = (before - scan.records.len()) as u64;
     }
     Ok(scan)
 }

@@ -457,7 +457,7 @@ fn open_and_create_reject_what_is_not_this_log() {
 }
 
 #[test]
-fn released_images_are_voided_durably() {
+fn released_images_are_named_by_a_durable_release_entry() {
     let (_, legs) = physical(8);
     let log = LogBackup::create(legs.clone(), UUID, SEG, 8).unwrap();
     let mut cache = Cache::default();
@@ -477,11 +477,33 @@ fn released_images_are_voided_durably() {
     log.commit().unwrap();
     for scan in [
         log.scan().unwrap(),
-        LogBackup::open(legs, UUID).unwrap().scan().unwrap(),
+        LogBackup::open(legs.clone(), UUID).unwrap().scan().unwrap(),
     ] {
-        assert_eq!((seqs(&scan), scan.torn), (vec![(1, 1), (1, 4)], 0));
+        // The staged image was voided in the buffer, the written one named by a release.
+        assert_eq!(
+            (seqs(&scan), scan.torn, scan.released),
+            (vec![(1, 1), (1, 4)], 0, 1)
+        );
     }
-    assert_eq!(log.stats().live, 2);
+    let st = log.stats();
+    assert_eq!(
+        (
+            st.live,
+            st.images_released,
+            st.release_entries,
+            st.image_void_leg_writes
+        ),
+        (2, 2, 1, 0)
+    );
+    // Batch 1 at 0 (page 1, the image at 8192) leaves one block of its 16 KiB segment, so
+    // batch 2 starts the next: the staged image, the release entry (no data block), page 1;
+    // it ends at 28672, one block short of its segment, so the next batch starts the next.
+    let b = header_at(&log, 0, SUPERS_BYTES + 16384, 16384).unwrap();
+    assert_eq!(
+        (b.records.len(), b.released, b.next),
+        (2, vec![8192], 32768)
+    );
+    assert_eq!(log.lock().head, 32768);
 }
 
 #[test]

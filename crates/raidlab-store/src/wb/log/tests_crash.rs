@@ -163,6 +163,10 @@ fn every_crash_state_recovers_every_acknowledged_write() {
     let st = run.log.stats();
     assert!(st.gc_segments > 0 && st.gc_records > 0, "{st:?}");
     assert!(
+        st.release_entries > 0 && st.image_void_leg_writes > 0,
+        "images released both ways (a release entry, a void in place): {st:?}"
+    );
+    assert!(
         run.log.lock().head > 2 * run.log.geo.log_bytes(),
         "two laps"
     );
@@ -250,6 +254,7 @@ impl Run {
                     let e = newest.entry(f.meta.lba).or_insert(0);
                     *e = (*e).max(f.meta.seq);
                 }
+                RecKind::Release => panic!("a scan returned a release entry: {state:?}"),
                 RecKind::Image | RecKind::Plan | RecKind::Parity => assert!(
                     !promise.voided.contains(&f.meta.seq),
                     "released image {} replayed at cut {} ({})",

@@ -131,7 +131,7 @@ fn a_sealed_slot_reaches_the_leg_and_is_freed() {
 }
 
 #[test]
-fn a_void_goes_to_the_slot_so_a_replay_cannot_bring_the_image_back() {
+fn a_release_in_a_slot_keeps_the_image_released_after_the_replay() {
     let (_, nv, legs, log) = staged_log(4);
     let cache = Cache::default();
     let meta = RecMeta {
@@ -146,9 +146,13 @@ fn a_void_goes_to_the_slot_so_a_replay_cannot_bring_the_image_back() {
     assert!(log.scan().unwrap().records.is_empty());
     let st = log.stats();
     assert_eq!(
-        (st.image_voids, st.image_void_leg_writes),
-        (1, 0),
-        "voided in its slot, no leg write"
+        (
+            st.images_released,
+            st.release_entries,
+            st.image_void_leg_writes
+        ),
+        (1, 1, 0),
+        "a release entry in the slot, no leg write"
     );
     drop(log);
     let nvd: Arc<dyn Member> = nv;
