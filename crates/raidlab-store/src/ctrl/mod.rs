@@ -287,6 +287,8 @@ pub struct Controller {
     /// What the last completed rebuild did.
     pub(crate) last_rebuild: Mutex<Option<rebuild::Report>>,
     pub(crate) resync: Mutex<sync::Resync>,
+    /// Signalled when a bitmap write ends (`sync::Resync::writing`).
+    pub(crate) resync_cv: crate::sync::Condvar,
     /// User I/O seen since the rebuild last looked (md's "is the array idle").
     pub(crate) busy: AtomicBool,
     /// Rows written through a plan and the member operations their plans held (the
@@ -366,6 +368,7 @@ impl Controller {
             rebuild: Mutex::new(None),
             last_rebuild: Mutex::new(None),
             resync: Mutex::new(sync::Resync::default()),
+            resync_cv: crate::sync::Condvar::new(),
             busy: AtomicBool::new(false),
             row_writes: AtomicU64::new(0),
             row_plan_ops: AtomicU64::new(0),
@@ -513,6 +516,8 @@ mod model_tests;
 mod rebuild_tests;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod tests_intent;
 /// Deterministic test bytes, shared by the store's tests.
 #[cfg(test)]
 pub(crate) mod tests_pattern;

@@ -17,9 +17,11 @@ use crate::sync::Instant;
 use std::time::Duration;
 
 use raidlab::array::Level;
+use raidlab::disk::Class;
 
 use super::column::BLOCK;
 use super::{Controller, IoFail};
+use crate::member::timed;
 use crate::parity;
 
 /// Bits in the bitmap at most (a 4 KiB bit array).
@@ -44,6 +46,17 @@ pub struct Resync {
     /// The event count when a bit was last cleared (or the bitmap started empty); `None`
     /// when unknown (a bitmap unreadable at assembly): no re-add is then partial.
     pub cleared_events: Option<u64>,
+    /// Versions of the bitmap: `version` counts the changes that must reach the members,
+    /// `durable` is the newest the members hold, and `set_at[g]` the version that set
+    /// region `g`'s bit. A writer into `g` waits until `durable >= set_at[g]`.
+    version: u64,
+    durable: u64,
+    set_at: Vec<u64>,
+    /// A bitmap write is in flight (one at a time, each of the newest version when it
+    /// starts, so the last to land is the newest), and whether the changes since the last
+    /// write set a bit (counted as a set write) or only cleared some.
+    writing: bool,
+    pending_set: bool,
 }
 
 /// Member bytes a bitmap region covers unless `array create --bitmap-chunk` says otherwise:
@@ -90,7 +103,7 @@ pub struct CheckReport {
 }
 
 impl Controller {
-    fn resync_lock(&self) -> crate::sync::MutexGuard<'_, Resync> {
+    pub(crate) fn resync_lock(&self) -> crate::sync::MutexGuard<'_, Resync> {
         self.resync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -109,6 +122,7 @@ impl Controller {
         r.dirty = vec![false; regions];
         r.inflight = vec![0; regions];
         r.last_write = vec![None; regions];
+        r.set_at = vec![0; regions];
         r.cleared_events = Some(self.read_state().events());
         if let Some(d) = dirty_on_disk {
             for (i, &bit) in d.iter().enumerate().take(regions) {
@@ -147,41 +161,98 @@ impl Controller {
     /// `intent_begin` for several row ranges at once, with one bitmap write for all the
     /// regions they newly dirty (a destage round's rows: one write and sync of the bitmap
     /// per round rather than per row). Each range is ended with `intent_end`.
+    ///
+    /// The bitmap's lock is not held through the write: a writer into regions already set
+    /// and durable goes on at once, and one whose regions a write in flight is setting
+    /// waits for that write alone. Held through it, every destage waited for every bitmap
+    /// write: on STOW's ramp with CSCAN (disk-timed members, seed 1, 750 IOPS) a set write
+    /// waited 35-58 ms in the members' destage queues, and the store's mean response at
+    /// 750 IOPS was 25.6 ms, against 12.2 ms with one region (a single set write).
     pub(crate) fn intent_begin_all(&self, ranges: &[(u64, u64)]) -> Result<(), IoFail> {
         let mut r = self.resync_lock();
         if r.rows_per_region == 0 {
             return Ok(());
         }
         let mut changed = false;
+        let mut need = 0;
+        let next = r.version + 1;
         for &(r0, r1) in ranges {
             for g in r0 / r.rows_per_region..=r1 / r.rows_per_region {
                 let g = g as usize;
                 r.inflight[g] += 1;
                 if !r.dirty[g] {
                     r.dirty[g] = true;
+                    r.set_at[g] = next;
                     changed = true;
                 }
+                need = need.max(r.set_at[g]);
             }
         }
         if changed {
             if self.is_clean() {
                 self.set_clean(false);
             }
-            r.set_writes += 1;
-            if let Err(e) = self.meta.write_intent(&r.dirty, r.cleared_events) {
-                // The bit is durable only on the devices that took it: the others are failed
-                // before any data is written under it (md fails a member whose bitmap write
-                // fails), and the write fails if that leaves too few.
-                drop(r);
-                if let Err(f) = self.fail_meta_devices(&e) {
-                    for &(r0, r1) in ranges {
-                        self.intent_end(r0, r1);
-                    }
-                    return Err(f);
-                }
+            r.version = next;
+            r.pending_set = true;
+        }
+        let (r, res) = self.bitmap_durable(r, need);
+        drop(r);
+        if let Err(f) = res {
+            for &(r0, r1) in ranges {
+                self.intent_end(r0, r1);
             }
+            return Err(f);
         }
         Ok(())
+    }
+
+    /// Wait until the members' bitmaps hold version `need` of the bitmap, writing it when no
+    /// write is in flight (one writer at a time, so writes land in version order). A write
+    /// that fails on some members fails them (md fails a member whose bitmap write fails)
+    /// and counts as durable on the others; `Err` when that leaves the array dead.
+    fn bitmap_durable<'a>(
+        &'a self,
+        mut r: crate::sync::MutexGuard<'a, Resync>,
+        need: u64,
+    ) -> (crate::sync::MutexGuard<'a, Resync>, Result<(), IoFail>) {
+        // Bounded: each pass either finds `need` durable, or writes a version >= `need`
+        // (the version only grows), or waits for the write in flight, which then ends.
+        loop {
+            if r.durable >= need {
+                return (r, Ok(()));
+            }
+            if r.writing {
+                r = self.resync_cv.wait(r).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            r.writing = true;
+            let version = r.version;
+            let dirty = r.dirty.clone();
+            let cleared = r.cleared_events;
+            if std::mem::take(&mut r.pending_set) {
+                r.set_writes += 1;
+            } else {
+                r.clear_writes += 1;
+            }
+            drop(r);
+            // In the members' first class, whoever writes it: every write into a region
+            // being set waits for it. In the destager's class a set write waited behind the
+            // destages already queued (35-58 ms on STOW's ramp with CSCAN at 750 IOPS).
+            let class = timed::thread_class();
+            timed::set_thread_class(Class::Foreground);
+            let mut res = Ok(());
+            if let Err(e) = self.meta.write_intent(&dirty, cleared) {
+                res = self.fail_meta_devices(&e);
+            }
+            timed::set_thread_class(class);
+            r = self.resync_lock();
+            r.writing = false;
+            r.durable = r.durable.max(version);
+            self.resync_cv.notify_all();
+            if res.is_err() {
+                return (r, res);
+            }
+        }
     }
 
     pub(crate) fn intent_end(&self, r0: u64, r1: u64) {
@@ -247,11 +318,10 @@ impl Controller {
         }
         if cleared > 0 {
             r.cleared_events = Some(events);
-            r.clear_writes += 1;
-            if let Err(e) = self.meta.write_intent(&r.dirty, r.cleared_events) {
-                drop(r);
-                let _ = self.fail_meta_devices(&e);
-            }
+            r.version += 1;
+            let need = r.version;
+            // A member its write fails on is failed; the clears are best effort.
+            let _ = self.bitmap_durable(r, need);
         }
         cleared
     }
