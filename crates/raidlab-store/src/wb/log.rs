@@ -42,6 +42,7 @@ mod clean;
 mod geometry;
 mod nvram;
 mod open;
+mod release;
 mod scan;
 mod segments;
 pub mod slot;
@@ -57,6 +58,8 @@ mod tests_nvram;
 mod tests_nvram_crash;
 #[cfg(test)]
 mod tests_prop;
+#[cfg(test)]
+mod tests_release;
 
 pub use geometry::Leg;
 use geometry::{size, Geometry};
@@ -274,44 +277,12 @@ impl LogBackup {
         if let Some(nv) = &self.nv {
             nv.sync().map_err(|e| self.fail_nv(st, e))?;
         }
-        let dirty = Self::dirty_legs(&st.dirty, self.geo.legs.len());
-        self.each_leg(&dirty, |leg| self.geo.legs[leg].0.sync())
+        let dirty = Geometry::dirty_legs(&st.dirty, self.geo.legs.len());
+        self.geo
+            .each_leg(&dirty, |leg| self.geo.legs[leg].0.sync())
             .map_err(|(leg, e)| self.fail(st, leg, e))?;
         st.dirty = [0; LOG_MEMBERS_MAX / 64];
         Ok(())
-    }
-
-    /// The legs whose bit is set in `dirty`.
-    fn dirty_legs(dirty: &[u64; LOG_MEMBERS_MAX / 64], legs: usize) -> Vec<usize> {
-        (0..legs)
-            .filter(|&leg| dirty[leg / 64] & (1 << (leg % 64)) != 0)
-            .collect()
-    }
-
-    /// Run `f` for each of `legs`, all at once when one is slow (remote, or disk-timed): one
-    /// after another, a superblock update of a logical log over 16 disk-timed members took
-    /// 16 member writes' time under the log's lock, and every put waited that long. Legs in
-    /// memory time go one after another (a thread costs more than their write). The first
-    /// error, with its leg.
-    fn each_leg(
-        &self,
-        legs: &[usize],
-        f: impl Fn(usize) -> io::Result<()> + Sync,
-    ) -> Result<(), (usize, io::Error)> {
-        let slow = cfg!(feature = "shuttle")
-            || legs.iter().any(|&leg| {
-                let d = &self.geo.legs[leg].0;
-                d.link().is_some() || d.timing().is_some()
-            });
-        let results = crate::ctrl::fanout::each(slow, legs.to_vec(), &f);
-        match legs
-            .iter()
-            .zip(results)
-            .find_map(|(&leg, r)| r.err().map(|e| (leg, e)))
-        {
-            Some(failed) => Err(failed),
-            None => Ok(()),
-        }
     }
 
     /// Write the in-DRAM tail to the superblock. Every batch written so far is synced
@@ -326,7 +297,7 @@ impl LogBackup {
         st.generation += 1;
         let (generation, epoch, tail) = (st.generation, st.epoch, st.tail);
         let all: Vec<usize> = (0..self.geo.legs.len()).collect();
-        let written = self.each_leg(&all, |i| {
+        let written = self.geo.each_leg(&all, |i| {
             let (dev, base, _) = &self.geo.legs[i];
             let s = self.geo.super_for(i, generation, epoch, tail, self.uuid);
             backup::write_super(dev, *base, &s)
@@ -408,15 +379,6 @@ impl LogBackup {
         Ok(h)
     }
 
-    /// Add a release entry for the data block at `pos` (before the staged batch): a header
-    /// entry, no data block.
-    fn stage_release(&self, st: &mut State, pos: u64) -> io::Result<()> {
-        self.open_batch(st)?;
-        assert!(pos < st.head, "a release names an earlier record");
-        st.staged.push(format::release_entry(pos));
-        self.flush_if_full(st)
-    }
-
     /// Before the first entry of a batch: the head may be entering a new segment.
     fn open_batch(&self, st: &mut State) -> io::Result<()> {
         if st.staged.is_empty() && st.head.is_multiple_of(self.geo.seg) {
@@ -452,55 +414,11 @@ impl LogBackup {
                 return Err(self.fail_nv(&mut st, e));
             }
         }
-        let legs = Self::dirty_legs(&dirty, self.geo.legs.len());
-        if let Err((leg, e)) = self.each_leg(&legs, |leg| self.geo.legs[leg].0.sync()) {
+        let legs = Geometry::dirty_legs(&dirty, self.geo.legs.len());
+        if let Err((leg, e)) = self.geo.each_leg(&legs, |leg| self.geo.legs[leg].0.sync()) {
             let mut st = self.lock();
             return Err(self.fail(&mut st, leg, e));
         }
-        Ok(())
-    }
-    /// Stage a release entry for each of `written` (position, CRC; before the staged batch).
-    fn stage_releases(&self, st: &mut State, written: &[(u64, u32)]) -> io::Result<()> {
-        for &(pos, _) in written {
-            self.stage_release(st, pos)?;
-            st.stats.release_entries += 1;
-        }
-        Ok(())
-    }
-
-    /// Overwrite each of `written` (position, the record's CRC) with a void block: in its
-    /// NVRAM slot while a slot holds its segment, on its leg otherwise (and once the slot's
-    /// copy reached the leg). Synced by the next commit (the legs are marked dirty).
-    fn void_in_place(&self, written: &[(u64, u32)]) -> io::Result<()> {
-        let mut leg_writes = Vec::with_capacity(written.len());
-        for &(pos, crc) in written {
-            let void = &self.voids[usize::from(self.voids[0].1 == crc)].0;
-            let to_leg = match &self.nv {
-                Some(nv) => match nv.void(pos, void) {
-                    Ok(to_leg) => to_leg,
-                    Err(e) => {
-                        let mut st = self.lock();
-                        return Err(self.fail_nv(&mut st, e));
-                    }
-                },
-                None => true,
-            };
-            if !to_leg {
-                continue;
-            }
-            let (leg, off) = self.geo.locate(pos);
-            if let Err(e) = self.geo.legs[leg].0.write_at(void, off) {
-                let mut st = self.lock();
-                return Err(self.fail(&mut st, leg, e));
-            }
-            leg_writes.push(leg);
-        }
-        let mut st = self.lock();
-        for &leg in &leg_writes {
-            st.dirty[leg / 64] |= 1 << (leg % 64);
-        }
-        st.stats.bytes_written += BLOCK64 * written.len() as u64;
-        st.stats.image_void_leg_writes += leg_writes.len() as u64;
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ use super::super::format::{
 };
 use super::BLOCK64;
 use crate::member::Member;
+use std::io;
 
 /// One leg: the device, the byte offset of the log's area on it and the area's size.
 pub type Leg = (Arc<dyn Member>, u64, u64);
@@ -22,6 +23,39 @@ pub(super) struct Geometry {
 }
 
 impl Geometry {
+    /// The legs whose bit is set in `dirty`.
+    pub fn dirty_legs(dirty: &[u64; LOG_MEMBERS_MAX / 64], legs: usize) -> Vec<usize> {
+        (0..legs)
+            .filter(|&leg| dirty[leg / 64] & (1 << (leg % 64)) != 0)
+            .collect()
+    }
+
+    /// Run `f` for each of `legs`, all at once when one is slow (remote, or disk-timed): one
+    /// after another, a superblock update of a logical log over 16 disk-timed members took
+    /// 16 member writes' time under the log's lock, and every put waited that long. Legs in
+    /// memory time go one after another (a thread costs more than their write). The first
+    /// error, with its leg.
+    pub fn each_leg(
+        &self,
+        legs: &[usize],
+        f: impl Fn(usize) -> io::Result<()> + Sync,
+    ) -> Result<(), (usize, io::Error)> {
+        let slow = cfg!(feature = "shuttle")
+            || legs.iter().any(|&leg| {
+                let d = &self.legs[leg].0;
+                d.link().is_some() || d.timing().is_some()
+            });
+        let results = crate::ctrl::fanout::each(slow, legs.to_vec(), &f);
+        match legs
+            .iter()
+            .zip(results)
+            .find_map(|(&leg, r)| r.err().map(|e| (leg, e)))
+        {
+            Some(failed) => Err(failed),
+            None => Ok(()),
+        }
+    }
+
     /// Check `legs` can hold segments of `seg` bytes; the segment count is the same on every
     /// leg (the smallest leg's), so the stripe stays regular.
     pub fn new(legs: Vec<Leg>, seg: u64) -> Result<Geometry, raidlab::Error> {
