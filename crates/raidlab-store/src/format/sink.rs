@@ -420,9 +420,9 @@ fn write_bitmap(d: &dyn Member, bytes: &[u8]) -> Result<(), String> {
 /// on disk-timed members took 16 member writes' time, all of it under the controller's
 /// state lock, so every request waited that long. Members in memory time are written one
 /// after another (a thread costs more than their write).
-fn each_device<T: Sync, R: Send>(
-    items: &[T],
-    dev: impl Fn(&T) -> &dyn Member,
+pub(crate) fn each_device<'a, T: Sync, R: Send>(
+    items: &'a [T],
+    dev: impl Fn(&'a T) -> &'a dyn Member,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
     let slow = cfg!(feature = "shuttle")

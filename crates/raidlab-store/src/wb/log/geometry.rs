@@ -30,22 +30,18 @@ impl Geometry {
             .collect()
     }
 
-    /// Run `f` for each of `legs`, all at once when one is slow (remote, or disk-timed): one
-    /// after another, a superblock update of a logical log over 16 disk-timed members took
-    /// 16 member writes' time under the log's lock, and every put waited that long. Legs in
-    /// memory time go one after another (a thread costs more than their write). The first
-    /// error, with its leg.
+    /// Run `f` for each of `legs`, all at once when one is slow (remote, or disk-timed:
+    /// `format::sink::each_device`, as the array's own superblocks): one after another, a
+    /// superblock update of a logical log over 16 disk-timed members took 16 member writes'
+    /// time under the log's lock, and every put waited that long. The first error, with its
+    /// leg.
     pub fn each_leg(
         &self,
         legs: &[usize],
         f: impl Fn(usize) -> io::Result<()> + Sync,
     ) -> Result<(), (usize, io::Error)> {
-        let slow = cfg!(feature = "shuttle")
-            || legs.iter().any(|&leg| {
-                let d = &self.legs[leg].0;
-                d.link().is_some() || d.timing().is_some()
-            });
-        let results = crate::ctrl::fanout::each(slow, legs.to_vec(), &f);
+        let results =
+            crate::format::sink::each_device(legs, |&leg| self.legs[leg].0.as_ref(), |&leg| f(leg));
         match legs
             .iter()
             .zip(results)
