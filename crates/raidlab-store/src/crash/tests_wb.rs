@@ -7,13 +7,14 @@
 //! every crash state is reproducible. With `overlap`, destages are begun and ended apart
 //! (as the destager's pool runs them on slow members): up to `max_destages` are written and
 //! not yet synced at once, with writes, flushes and rebuild steps between, and they end in
-//! any order; except with the log's NVRAM (`Kind::LogNvram`), whose
-//! drainer threads copy segments to the log file in the background (any interleaving they
-//! take must keep the promises).
+//! any order. With the log's NVRAM drained by threads (`Kind::LogNvram(Drain::Threads)`, as
+//! `serve` runs it) the drainers copy segments to the log file in the background, and any
+//! interleaving they take must keep the promises; drained inline, those runs too are
+//! reproducible by seed.
 
 use super::*;
 use crate::wb::backup::Backup;
-use crate::wb::log::LogBackup;
+use crate::wb::log::{Drain, LogBackup};
 use crate::wb::mirror::{mirror_bytes, MirrorBackup};
 use crate::wb::{BackupKind, WbSpec, WriteBack};
 use raidlab::cache::write::OrderKind;
@@ -29,8 +30,10 @@ const BACKUP_FILE: u64 = DATA_OFFSET_BYTES;
 enum Kind {
     Mirror,
     Log,
-    /// The log behind NVRAM segment buffers (`--log-nvram`), a file of its own.
-    LogNvram,
+    /// The log behind NVRAM segment buffers (`--log-nvram`), a file of its own, drained
+    /// by threads (`serve`'s way: the drains race the run) or inline (by the writer that
+    /// needs a slot: the whole run, and so every crash state, fixed by the seed).
+    LogNvram(Drain),
 }
 
 /// NVRAM slots of `Kind::LogNvram`: few, so writers wait for drains.
@@ -54,7 +57,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
     paths.push(backup_path.clone());
     let backup_bytes = match cfg.kind {
         Kind::Mirror => mirror_bytes(MIRROR_SLOTS),
-        Kind::Log | Kind::LogNvram => DATA_OFFSET_BYTES - (64 << 10),
+        Kind::Log | Kind::LogNvram(_) => DATA_OFFSET_BYTES - (64 << 10),
     };
     assert!(backup_bytes <= DATA_OFFSET_BYTES);
     // Members: superblock and bitmap, and the data area; the backup file: the backup.
@@ -68,7 +71,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
     *extents.last_mut().expect("the backup file") = vec![(0, backup_bytes)];
     let nvram_path = dir.0.join("wb-nvram.img");
     let nvram_bytes = crate::wb::log::nvram_bytes(NVRAM_SLOTS, LOG_SEGMENT);
-    if cfg.kind == Kind::LogNvram {
+    if matches!(cfg.kind, Kind::LogNvram(_)) {
         std::fs::File::create(&nvram_path)
             .and_then(|f| f.set_len(nvram_bytes))
             .expect("nvram file");
@@ -100,7 +103,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
             Box::new(MirrorBackup::create(bdev, a.uuid, MIRROR_SLOTS, 0).expect("mirror")),
             ("mirror".to_string(), vec![(path, 0, backup_bytes)], 0, None),
         ),
-        Kind::Log | Kind::LogNvram => {
+        Kind::Log | Kind::LogNvram(_) => {
             let log = LogBackup::create(
                 vec![(bdev, 0, backup_bytes)],
                 a.uuid,
@@ -108,11 +111,13 @@ fn wb_record(cfg: &WbConfig) -> Run {
                 CACHE_PAGES,
             )
             .expect("log");
-            let (log, nv) = if cfg.kind == Kind::LogNvram {
+            let (log, nv) = if let Kind::LogNvram(drain) = cfg.kind {
                 let nvp = nvram_path.to_string_lossy().into_owned();
                 let nvdev: Arc<dyn Member> =
                     Arc::new(crate::member::FileMember::open(&nvp).expect("nvram"));
-                let log = log.with_nvram(wrap(&nvdev), NVRAM_SLOTS).expect("nvram");
+                let log = log
+                    .with_nvram_drain(wrap(&nvdev), NVRAM_SLOTS, drain)
+                    .expect("nvram");
                 (log, Some((nvp, NVRAM_SLOTS)))
             } else {
                 (log, None)
@@ -139,7 +144,7 @@ fn wb_record(cfg: &WbConfig) -> Run {
         },
         match cfg.kind {
             Kind::Mirror => BackupKind::Mirror,
-            Kind::Log | Kind::LogNvram => BackupKind::Log { logical: false },
+            Kind::Log | Kind::LogNvram(_) => BackupKind::Log { logical: false },
         },
         Some(backup),
     )
@@ -501,7 +506,7 @@ wb_case!(
     wb_lrw_log_nvram_raid5,
     Level::Raid5,
     Setup::Healthy,
-    Kind::LogNvram,
+    Kind::LogNvram(Drain::Threads),
     OrderKind::Lrw,
     131
 );
@@ -509,7 +514,7 @@ wb_case!(
     wb_stow_log_nvram_raid6,
     Level::Raid6,
     Setup::Healthy,
-    Kind::LogNvram,
+    Kind::LogNvram(Drain::Inline),
     OrderKind::Stow,
     132
 );
@@ -517,7 +522,7 @@ wb_case!(
     wb_lrw_log_nvram_raid5_degraded,
     Level::Raid5,
     Setup::Degraded,
-    Kind::LogNvram,
+    Kind::LogNvram(Drain::Inline),
     OrderKind::Lrw,
     133
 );
@@ -562,7 +567,7 @@ wb_case!(
     wb_lrw_log_nvram_raid5_overlap,
     Level::Raid5,
     Setup::Healthy,
-    Kind::LogNvram,
+    Kind::LogNvram(Drain::Threads),
     OrderKind::Lrw,
     145,
     true

@@ -65,7 +65,7 @@ pub use geometry::Leg;
 use geometry::{size, Geometry};
 use nvram::Nvram;
 pub use nvram::{
-    nvram_bytes, replay as replay_nvram, NvramReplay, NvramStats, NVRAM_SLOTS_DEFAULT,
+    nvram_bytes, replay as replay_nvram, Drain, NvramReplay, NvramStats, NVRAM_SLOTS_DEFAULT,
     NVRAM_SLOTS_MAX,
 };
 use segments::Table;
@@ -164,13 +164,30 @@ impl LogBackup {
     /// Put the NVRAM `dev` of `slots` segment buffers in front of the legs (before the
     /// first put; its slots are marked free).
     pub fn with_nvram(
-        mut self,
+        self,
         dev: std::sync::Arc<dyn crate::member::Member>,
         slots: u32,
     ) -> Result<LogBackup, raidlab::Error> {
-        let nv = Nvram::create(dev, &self.geo.legs, self.geo.seg, self.uuid, slots)?;
+        self.with_nvram_drain(dev, slots, Drain::Threads)
+    }
+
+    /// [`LogBackup::with_nvram`], with the slots drained as `drain` says.
+    pub fn with_nvram_drain(
+        mut self,
+        dev: std::sync::Arc<dyn crate::member::Member>,
+        slots: u32,
+        drain: Drain,
+    ) -> Result<LogBackup, raidlab::Error> {
+        let nv = Nvram::create(dev, &self.geo.legs, self.geo.seg, self.uuid, slots, drain)?;
         self.nv = Some(nv);
         Ok(self)
+    }
+
+    /// Drain one sealed NVRAM slot now (`Drain::Inline`); false when none is sealed or
+    /// there is no NVRAM.
+    #[cfg(test)]
+    pub(crate) fn nvram_drain_step(&self) -> bool {
+        self.nv.as_ref().is_some_and(Nvram::drain_step)
     }
 
     /// The NVRAM's counters (`None` without one).

@@ -110,6 +110,20 @@ struct Shared {
 pub(super) struct Nvram {
     sh: Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
+    drain: Drain,
+}
+
+/// Who copies sealed slots to their legs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// A drainer thread per leg (`serve`).
+    Threads,
+    /// Nobody in the background: a writer that needs a slot drains the oldest sealed one
+    /// itself, and a test may drain one at any point (`LogBackup::nvram_drain_step`). One
+    /// thread then does everything in an order its seed fixes, so a crash test's states are
+    /// the same on every run (the drainers' races with voids are left to the threaded
+    /// tests and the scheduled ones).
+    Inline,
 }
 
 /// NVRAM counters.
@@ -168,62 +182,97 @@ impl Shared {
     /// Leg `leg`'s drainer: copy each sealed slot to the leg, sync it, free the slot.
     fn drain(&self, leg: usize) {
         let mut image = vec![0u8; self.seg as usize];
+        while let Some((i, leg_off)) = self.next_sealed(leg, true) {
+            if self.copy_out(leg, i, leg_off, &mut image).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Take leg `leg`'s oldest sealed slot for copying (marked draining); `None` when the
+    /// NVRAM stops or failed, or (unless `block`) when none is sealed.
+    fn next_sealed(&self, leg: usize, block: bool) -> Option<(usize, u64)> {
+        let mut st = self.lock();
+        let i = loop {
+            if st.stop || st.failed.is_some() {
+                return None;
+            }
+            if let Some(i) = st.queues[leg].pop_front() {
+                break i;
+            }
+            if !block {
+                return None;
+            }
+            st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
+        };
+        // From here a void written to the slot is also queued for the leg.
+        st.slots[i].state = Use::Draining;
+        Some((i, st.slots[i].leg_off))
+    }
+
+    /// Copy slot `i` (taken by `next_sealed`) to leg `leg` at `leg_off`, sync the leg, and
+    /// free the slot. `Err` after a failure (recorded: the backup is lost).
+    fn copy_out(&self, leg: usize, i: usize, leg_off: u64, image: &mut [u8]) -> Result<(), ()> {
+        let dev = &self.legs[leg];
+        let at = self.slot_off(i) + SLOT_HEADER_BLOCK;
+        if let Err(e) = self.dev.read_at(image, at) {
+            self.fail(&*self.dev, e, "reading a slot");
+            return Err(());
+        }
+        if let Err(e) = dev.write_at(image, leg_off) {
+            self.fail(&**dev, e, "writing a segment to its leg");
+            return Err(());
+        }
+        // Bounded: each pass takes the voids written meanwhile, and the slot's segment
+        // holds finitely many blocks to void (a void is written once per record).
         loop {
-            let (i, leg_off) = {
+            let redo = {
                 let mut st = self.lock();
-                let i = loop {
-                    if st.stop || st.failed.is_some() {
-                        return;
-                    }
-                    if let Some(i) = st.queues[leg].pop_front() {
-                        break i;
-                    }
-                    st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
-                };
-                // From here a void written to the slot is also queued for the leg.
-                st.slots[i].state = Use::Draining;
-                (i, st.slots[i].leg_off)
+                if st.slots[i].redo.is_empty() {
+                    st.slots[i].state = Use::Drained;
+                    break;
+                }
+                st.redo_writes += st.slots[i].redo.len() as u64;
+                std::mem::take(&mut st.slots[i].redo)
             };
-            let dev = &self.legs[leg];
-            let at = self.slot_off(i) + SLOT_HEADER_BLOCK;
-            if let Err(e) = self.dev.read_at(&mut image, at) {
-                return self.fail(&*self.dev, e, "reading a slot");
-            }
-            if let Err(e) = dev.write_at(&image, leg_off) {
-                return self.fail(&**dev, e, "writing a segment to its leg");
-            }
-            loop {
-                let redo = {
-                    let mut st = self.lock();
-                    if st.slots[i].redo.is_empty() {
-                        st.slots[i].state = Use::Drained;
-                        break;
-                    }
-                    st.redo_writes += st.slots[i].redo.len() as u64;
-                    std::mem::take(&mut st.slots[i].redo)
-                };
-                for (off, b) in redo {
-                    if let Err(e) = dev.write_at(&b, leg_off + off) {
-                        return self.fail(&**dev, e, "writing a void to its leg");
-                    }
+            for (off, b) in redo {
+                if let Err(e) = dev.write_at(&b, leg_off + off) {
+                    self.fail(&**dev, e, "writing a void to its leg");
+                    return Err(());
                 }
             }
-            if let Err(e) = dev.sync() {
-                return self.fail(&**dev, e, "syncing a leg");
-            }
-            let r = self
-                .dev
-                .write_at(&free_header(self.uuid), self.slot_off(i))
-                .and_then(|()| self.dev.sync());
-            if let Err(e) = r {
-                return self.fail(&*self.dev, e, "freeing a slot");
-            }
-            let mut st = self.lock();
-            st.slots[i].state = Use::Free;
-            st.drained += 1;
-            drop(st);
-            self.freed.notify_all();
         }
+        if let Err(e) = dev.sync() {
+            self.fail(&**dev, e, "syncing a leg");
+            return Err(());
+        }
+        let r = self
+            .dev
+            .write_at(&free_header(self.uuid), self.slot_off(i))
+            .and_then(|()| self.dev.sync());
+        if let Err(e) = r {
+            self.fail(&*self.dev, e, "freeing a slot");
+            return Err(());
+        }
+        let mut st = self.lock();
+        st.slots[i].state = Use::Free;
+        st.drained += 1;
+        drop(st);
+        self.freed.notify_all();
+        Ok(())
+    }
+
+    /// Drain one sealed slot now, in the caller's thread (the first leg with one queued).
+    /// False when none is sealed (or the NVRAM failed).
+    fn drain_one_inline(&self) -> bool {
+        let mut image = vec![0u8; self.seg as usize];
+        for leg in 0..self.legs.len() {
+            if let Some((i, leg_off)) = self.next_sealed(leg, false) {
+                let _ = self.copy_out(leg, i, leg_off, &mut image);
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -236,6 +285,7 @@ impl Nvram {
         seg: u64,
         uuid: [u8; 16],
         slots: u32,
+        drain: Drain,
     ) -> Result<Nvram, raidlab::Error> {
         let bad = |msg: String| raidlab::Error::Store {
             path: dev.path().to_string(),
@@ -286,13 +336,16 @@ impl Nvram {
         dev.sync()
             .map_err(|e| bad(format!("syncing the NVRAM: {e}")))?;
         let sh = Arc::new(sh);
-        let threads = (0..legs.len())
-            .map(|leg| {
-                let sh = sh.clone();
-                thread::spawn(move || sh.drain(leg))
-            })
-            .collect();
-        Ok(Nvram { sh, threads })
+        let threads = match drain {
+            Drain::Threads => (0..legs.len())
+                .map(|leg| {
+                    let sh = sh.clone();
+                    thread::spawn(move || sh.drain(leg))
+                })
+                .collect(),
+            Drain::Inline => Vec::new(),
+        };
+        Ok(Nvram { sh, threads, drain })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -339,6 +392,17 @@ impl Nvram {
             if !waited {
                 st.stalls += 1;
                 waited = true;
+            }
+            if self.drain == Drain::Inline {
+                drop(st);
+                if !self.sh.drain_one_inline() {
+                    return Err(io::Error::other(format!(
+                        "{}: no NVRAM slot is free or sealed",
+                        self.path()
+                    )));
+                }
+                st = self.lock();
+                continue;
             }
             st = self.sh.freed.wait(st).unwrap_or_else(|e| e.into_inner());
         };
@@ -431,9 +495,18 @@ impl Nvram {
         }
     }
 
+    /// Drain one sealed slot in the caller's thread (`Drain::Inline`; tests); false when
+    /// none is sealed.
+    #[cfg(test)]
+    pub fn drain_step(&self) -> bool {
+        self.sh.drain_one_inline()
+    }
+
     /// Wait until every sealed slot is drained (tests); false if a drainer failed.
     #[cfg(test)]
     pub fn wait_drained(&self) -> bool {
+        // Bounded: each step frees a sealed slot, and nothing seals one meanwhile.
+        while self.drain == Drain::Inline && self.sh.drain_one_inline() {}
         let mut st = self.lock();
         loop {
             if st.failed.is_some() {

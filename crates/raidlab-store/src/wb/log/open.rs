@@ -35,9 +35,7 @@ impl LogBackup {
         }
         // The epoch and generation continue any superblock found; the clock keeps a log
         // whose superblocks were lost from reusing an epoch its old batches carry.
-        let mut epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+        let mut epoch = epoch_clock();
         let mut generation = 1;
         for (dev, base, _) in &geo.legs {
             if let Ok((a, b)) = backup::read_supers(dev, *base) {
@@ -121,4 +119,22 @@ impl LogBackup {
         }
         Ok(LogBackup::new(geo, uuid, &sup, true))
     }
+}
+
+/// Where a new epoch starts: the wall clock in nanoseconds; under tests, a value a test set
+/// for its thread instead (a seeded crash run then writes the same bytes every time).
+fn epoch_clock() -> u64 {
+    #[cfg(test)]
+    if let Some(e) = TEST_EPOCH.with(std::cell::Cell::get) {
+        return e;
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// `epoch_clock`'s value on this thread when set.
+    pub(super) static TEST_EPOCH: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }

@@ -54,6 +54,8 @@ pub(super) struct Run {
     acks: Vec<(usize, Promise)>,
     seq: u64,
     pending: usize,
+    /// Drain a sealed NVRAM slot at random steps (an NVRAM with `Drain::Inline`).
+    pub(super) nvram_drains: bool,
 }
 
 impl Run {
@@ -67,6 +69,7 @@ impl Run {
             acks: Vec::new(),
             seq: 0,
             pending: 0,
+            nvram_drains: false,
         }
     }
 
@@ -231,6 +234,9 @@ impl Run {
             }
             if self.pending >= 4 {
                 self.commit();
+            }
+            if self.nvram_drains && rng().is_multiple_of(4) {
+                self.log.nvram_drain_step();
             }
         }
         self.commit();
