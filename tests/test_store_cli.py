@@ -109,6 +109,42 @@ def test_create_examine_serve_ctl_round_trip(tmp_path: Path, store_servers: Serv
     srv.stop()
 
 
+def test_rebuild_in_unit_sized_runs_restores_every_byte(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    """``--rebuild-run-kib 64`` (one 64 KiB chunk): the rebuild reads a unit per operation,
+    as the simulator's DOR does, and still restores every byte; it is saved with
+    ``--save-config`` like the other serve options."""
+    d = tmp_path / "arr"
+    create_array(d, "raid5", 5, size="4MiB", spares=1)
+    srv = store_servers.start(d, "--rebuild-run-kib", "64", "--save-config")
+    assert "rebuild-run-kib = 64" in (d / "raidlab.toml").read_text()
+    if shutil.which("qemu-io"):
+        qemu_io(srv.uri, "write -P 0x5a 0 2M", "write -P 0xc3 14M 2M")
+    assert "fail: ok" in one_line(cli_ok("ctl", d, "fail", "1"))
+
+    def rebuilt() -> bool:
+        s = status(d)
+        return s["rebuild"] is None and all(m["state"] == "in_sync" for m in s["members"])
+
+    wait_until(rebuilt, 60, "the rebuild onto the spare")
+    assert status(d)["last_rebuild"]["kind"] == "full"
+    if shutil.which("qemu-io"):
+        qemu_io(srv.uri, "read -P 0x5a 0 2M", "read -P 0xc3 14M 2M")
+    assert check(d)["mismatches"] == 0
+    srv.stop()
+
+
+@pytest.mark.parametrize("kib", ["0", "3", "1025"])
+def test_a_rebuild_run_size_out_of_range_is_refused(tmp_path: Path, kib: str) -> None:
+    d = _raid5(tmp_path)
+    if kib == "0":
+        # argparse's positive integer: a usage error, exit 2 too.
+        r = run_cli("serve", d, "--rebuild-run-kib", kib, timeout=60)
+        assert r.returncode == 2 and "--rebuild-run-kib" in r.stderr
+        return
+    msg = cli_bad_input("serve", d, "--listen", "127.0.0.1:0", "--rebuild-run-kib", kib)
+    assert "--rebuild-run-kib" in msg and "4 to 1024" in msg and kib in msg
+
+
 @pytest.mark.parametrize(
     "args, names",
     [

@@ -5,7 +5,7 @@
     raidlab array examine DIR|MEMBER [--json]
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
-                      [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N]
+                      [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N] [--rebuild-run-kib N]
                       [--timing "[SLOT=]MODEL[,scheduler=S,...] ..."]
                       [--tls off|on|require (--tls-certificates DIR [--tls-verify-peer] | --tls-psk FILE)]
                       [--force] [--read-only] [--pid-file PATH]
@@ -146,6 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
                 rebuild_order=args.rebuild_order,
                 rebuild_min_kib_s=args.rebuild_min_kib,
                 rebuild_max_kib_s=args.rebuild_max_kib,
+                rebuild_run_kib=args.rebuild_run_kib,
                 workers=args.workers,
                 ready=ready,
                 write_cache_mib=args.write_cache_mib,
@@ -298,6 +299,12 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     s.add_argument("--rebuild-order", default="sequential", help="sequential (md) or pro (popularity-based)")
     s.add_argument("--rebuild-min-kib", type=positive_int, default=None, help="md's speed_limit_min, KiB/s per member")
     s.add_argument("--rebuild-max-kib", type=positive_int, default=None, help="md's speed_limit_max, KiB/s per member")
+    s.add_argument(
+        "--rebuild-run-kib",
+        type=positive_int,
+        default=None,
+        help="KiB a rebuild run reads from each survivor at once, 4 to 1024, whole chunks (default 1024; one chunk reads a unit at a time)",
+    )
     s.add_argument("--workers", type=positive_int, default=None, help="NBD worker threads")
     s.add_argument(
         "--timing",

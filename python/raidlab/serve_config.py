@@ -45,6 +45,7 @@ KEYS: dict[str, tuple[str, tuple[type, ...], str]] = {
     "rebuild-order": ("rebuild_order", (str,), '"sequential" or "pro"'),
     "rebuild-min-kib": ("rebuild_min_kib", (int,), "KiB/s as a positive integer"),
     "rebuild-max-kib": ("rebuild_max_kib", (int,), "KiB/s as a positive integer"),
+    "rebuild-run-kib": ("rebuild_run_kib", (int,), "KiB as a positive integer (4 to 1024)"),
     "workers": ("workers", (int,), "a positive integer"),
     "timing": ("timing", (str,), 'a string such as "wd10eals,scheduler=sstf"'),
     "log-format": ("log_format", (str,), '"text" or "json"'),

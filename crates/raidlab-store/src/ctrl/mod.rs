@@ -28,7 +28,7 @@ mod pages;
 pub(crate) use pages::BeforeRowWrites;
 pub mod readd;
 pub mod rebuild;
-mod rebuild_run;
+pub mod rebuild_run;
 pub mod status;
 pub mod sync;
 
@@ -172,6 +172,9 @@ pub struct Options {
     pub cache: Option<(PolicySpec, u64)>,
     pub rebuild_order: OrderSpec,
     pub rebuild_rate: RateSpec,
+    /// Member bytes a rebuild run reads from each survivor at once, at most
+    /// `rebuild_run::RUN_BYTES_MAX` (whole chunks, at least one: `Controller::run_units_max`).
+    pub rebuild_run_bytes: u64,
     /// Start a rebuild by itself when a slot is failed and a spare is present.
     pub auto_rebuild: bool,
     /// How long a missing member's slot waits for its host before a spare is rebuilt onto
@@ -185,6 +188,7 @@ impl Default for Options {
             cache: None,
             rebuild_order: OrderSpec::Sequential,
             rebuild_rate: RateSpec::Full,
+            rebuild_run_bytes: rebuild_run::RUN_BYTES_MAX,
             auto_rebuild: true,
             missing_grace: std::time::Duration::from_secs(30),
         }

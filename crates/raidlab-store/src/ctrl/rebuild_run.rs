@@ -30,6 +30,13 @@ pub const RUN_UNITS_MAX: u32 = raidlab::rebuild::dor::WRITE_UNITS_MAX;
 /// the members; 16 units of 64 KiB fit).
 pub const RUN_BYTES_MAX: u64 = 1 << 20;
 
+/// Units a run of at most `run_bytes` per member holds with `chunk_bytes` units: whole
+/// units, at least one, at most [`RUN_UNITS_MAX`] and [`RUN_BYTES_MAX`].
+pub(crate) fn run_units(run_bytes: u64, chunk_bytes: u64) -> u32 {
+    let per_unit = chunk_bytes.max(1);
+    (run_bytes.min(RUN_BYTES_MAX) / per_unit).clamp(1, u64::from(RUN_UNITS_MAX)) as u32
+}
+
 /// One row's plan: which members are read for it and which are solved.
 struct RowPlan {
     /// Row members in slot order (data in Q's syndrome order, then P, then Q).
@@ -43,10 +50,10 @@ struct RowPlan {
 }
 
 impl Controller {
-    /// Units a run may hold on this array (at least one).
+    /// Units a run may hold on this array: the whole chunks of `--rebuild-run-kib` (1 MiB
+    /// unless set), at least one.
     pub(crate) fn run_units_max(&self) -> u32 {
-        let per_unit = self.shape.chunk_bytes.max(1);
-        (RUN_BYTES_MAX / per_unit).clamp(1, u64::from(RUN_UNITS_MAX)) as u32
+        run_units(self.opts.rebuild_run_bytes, self.shape.chunk_bytes)
     }
 
     /// Rebuild rows `first..first + count` of `slot` for rebuild job `job`. Returns the

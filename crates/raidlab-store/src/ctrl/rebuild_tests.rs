@@ -14,6 +14,14 @@ use crate::member::{FaultMember, MemMember, Member};
 pub(super) fn degraded(
     rows: u64,
 ) -> (Controller, Vec<Arc<FaultMember>>, Arc<FaultMember>, Vec<u8>) {
+    degraded_runs(rows, Options::default().rebuild_run_bytes)
+}
+
+/// [`degraded`] with rebuild runs of at most `run_bytes` per member (`--rebuild-run-kib`).
+fn degraded_runs(
+    rows: u64,
+    run_bytes: u64,
+) -> (Controller, Vec<Arc<FaultMember>>, Arc<FaultMember>, Vec<u8>) {
     let sh = shape(Level::Raid5, 4, rows);
     let members: Vec<Arc<FaultMember>> = mem_members(&sh, "d", 4)
         .into_iter()
@@ -27,6 +35,7 @@ pub(super) fn degraded(
     let c = Controller::new(sh.clone(), devs, Vec::new(), None, 1, Box::new(rec), {
         Options {
             auto_rebuild: false,
+            rebuild_run_bytes: run_bytes,
             ..Options::default()
         }
     })
@@ -61,6 +70,45 @@ fn a_rebuild_reads_each_survivor_and_writes_the_replacement_once_per_run() {
     assert_eq!(c.last_rebuild().unwrap().rows, 64);
     assert_eq!(read_all(&c), data);
     assert_eq!(c.check().mismatches, 0);
+}
+
+/// `--rebuild-run-kib` sets the run: one chunk reads a unit per operation (the simulator's
+/// DOR), 64 of each; three chunks and a byte make runs of 3 whole units, 22 for 64 rows
+/// (21 of 3 and one of 1). The data is the same either way.
+#[test]
+fn the_run_size_option_sets_the_reads_per_survivor() {
+    for (run_bytes, units, runs) in [(CHUNK, 1, 64), (3 * CHUNK + 1, 3, 22)] {
+        let (c, members, spare, data) = degraded_runs(64, run_bytes);
+        assert_eq!(c.run_units_max(), units);
+        let before: Vec<u64> = members.iter().map(|m| m.ops()).collect();
+        let spare_before = spare.ops();
+        assert!(c.maybe_start_rebuild() || c.rebuild_active());
+        rebuild_to_end(&c);
+        for (slot, m) in members.iter().enumerate().filter(|(s, _)| *s != 2) {
+            assert_eq!(
+                m.ops() - before[slot],
+                runs,
+                "survivor {slot}, {run_bytes} B runs"
+            );
+        }
+        assert_eq!(spare.ops() - spare_before, runs, "replacement writes");
+        assert_eq!(read_all(&c), data);
+        assert_eq!(c.check().mismatches, 0);
+    }
+}
+
+/// The run's units from its bytes: whole chunks, at least one, at most 16 and 1 MiB.
+#[test]
+fn run_units_are_whole_chunks_between_one_and_the_bounds() {
+    use super::rebuild_run::{run_units, RUN_BYTES_MAX};
+    assert_eq!(run_units(RUN_BYTES_MAX, 64 << 10), 16);
+    assert_eq!(run_units(64 << 10, 64 << 10), 1);
+    assert_eq!(run_units(4 << 10, 64 << 10), 1);
+    assert_eq!(run_units(200 << 10, 64 << 10), 3);
+    assert_eq!(run_units(RUN_BYTES_MAX, 4 << 10), 16);
+    assert_eq!(run_units(RUN_BYTES_MAX, 512 << 10), 2);
+    assert_eq!(run_units(RUN_BYTES_MAX, 4 << 20), 1);
+    assert_eq!(run_units(u64::MAX, 64 << 10), 16);
 }
 
 /// A run is cut by `units_max`: one step of 1 unit rebuilds exactly one row.

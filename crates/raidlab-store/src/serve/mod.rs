@@ -225,6 +225,7 @@ pub fn serve(
         cache: opts.cache.clone(),
         rebuild_order: opts.rebuild_order,
         rebuild_rate: opts.rebuild_rate,
+        rebuild_run_bytes: opts.rebuild_run_bytes,
         auto_rebuild: !opts.read_only,
         missing_grace: opts.missing_grace,
     };

@@ -12,6 +12,8 @@ pub struct ServeOptions {
     pub cache: Option<(PolicySpec, u64)>,
     pub rebuild_order: OrderSpec,
     pub rebuild_rate: RateSpec,
+    /// `--rebuild-run-kib` in bytes.
+    pub rebuild_run_bytes: u64,
     /// NBD worker threads (None: the server's default).
     pub workers: Option<usize>,
     /// The write-back cache and its backup (None: writes go straight to the array).
@@ -203,6 +205,7 @@ impl Default for ServeOptions {
             cache: None,
             rebuild_order: OrderSpec::Sequential,
             rebuild_rate: RateSpec::Full,
+            rebuild_run_bytes: crate::ctrl::rebuild_run::RUN_BYTES_MAX,
             workers: None,
             wb: None,
             backup_discard: false,
@@ -268,6 +271,23 @@ pub fn cache_policies() -> impl Iterator<Item = &'static str> {
         .iter()
         .copied()
         .filter(|n| !HOST_CACHE_POLICIES.contains(n))
+}
+
+/// `--rebuild-run-kib`: the member bytes one rebuild run reads from each survivor at once,
+/// 4 KiB to 1 MiB (a run is whole chunks, at least one: below one chunk it is one unit).
+/// Smaller runs hold each disk for less time, so users wait less during a rebuild and the
+/// rebuild takes longer: at one chunk it reads as the simulator's DOR does, a unit per
+/// operation.
+pub fn rebuild_run_bytes(kib: Option<u64>) -> Result<u64> {
+    let max_kib = crate::ctrl::rebuild_run::RUN_BYTES_MAX >> 10;
+    match kib {
+        None => Ok(crate::ctrl::rebuild_run::RUN_BYTES_MAX),
+        Some(k) if (4..=max_kib).contains(&k) => Ok(k << 10),
+        Some(k) => Err(Error::config(
+            "--rebuild-run-kib",
+            format!("expected 4 to {max_kib} KiB, got {k}"),
+        )),
+    }
 }
 
 /// Largest read cache in MiB (frames are allocated up front).
@@ -352,6 +372,21 @@ impl ServeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rebuild_run_size_is_checked_and_names_its_option() {
+        assert_eq!(rebuild_run_bytes(None).unwrap(), 1 << 20);
+        assert_eq!(rebuild_run_bytes(Some(64)).unwrap(), 64 << 10);
+        assert_eq!(rebuild_run_bytes(Some(4)).unwrap(), 4 << 10);
+        assert_eq!(rebuild_run_bytes(Some(1024)).unwrap(), 1 << 20);
+        for bad in [0, 3, 1025] {
+            let e = rebuild_run_bytes(Some(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("--rebuild-run-kib") && e.contains("4 to 1024"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn nbd_options_are_checked_and_name_themselves() {
