@@ -212,6 +212,22 @@ def test_a_scheduled_replay_keeps_hundreds_of_requests_in_flight(
     srv.stop()
 
 
+def test_a_rebuild_read_grain_is_served_as_the_run_size(tmp_path: Path) -> None:
+    from raidlab.storexp import serve_args
+
+    tree = {"name": "reb", "disk": {"preset": "st3146807lc"}, "array": {"stripe_unit": 65536}, "rebuild": {"order": "pro"}}
+    # Unset: the store's own 1 MiB runs.
+    assert "--rebuild-run-kib" not in serve_args(tree, tmp_path)
+    for units, kib in ((1, "64"), (4, "256"), (16, "1024"), (64, "1024")):
+        tree["rebuild"]["read_units"] = units
+        args = serve_args(tree, tmp_path)
+        assert args[args.index("--rebuild-run-kib") + 1] == kib, (units, args)
+    tree["array"]["stripe_unit"] = 4096
+    tree["rebuild"]["read_units"] = 1
+    args = serve_args(tree, tmp_path)
+    assert args[args.index("--rebuild-run-kib") + 1] == "4"
+
+
 def test_a_rapid_backup_is_served_with_its_nvram_segment_buffers(tmp_path: Path) -> None:
     from raidlab.storexp import serve_args
 

@@ -168,6 +168,12 @@ def serve_args(tree: dict[str, Any], cell_dir: Path | None = None, connections: 
         args += ["--rebuild-order", str(rebuild.get("order", "sequential"))]
         if rebuild.get("rate", "full") != "full":
             raise _error(f"{tree.get('name')}: the store cell runs rebuilds at full rate only", "rebuild.rate")
+        if "read_units" in rebuild:
+            # The grain the experiment gives DOR's readers, as the store's rebuild runs (whole
+            # chunks, 4 KiB to 1 MiB); unset, the store keeps its own 1 MiB runs.
+            unit = int(tree.get("array", {}).get("stripe_unit", 65536))
+            kib = min(1024, max(4, int(rebuild["read_units"]) * unit // 1024))
+            args += ["--rebuild-run-kib", str(kib)]
     wc = tree.get("write_cache")
     if wc:
         args += ["--write-cache-mib", _mib_arg(int(wc["capacity_pages"]) * bs)]
