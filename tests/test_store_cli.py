@@ -110,8 +110,8 @@ def test_create_examine_serve_ctl_round_trip(tmp_path: Path, store_servers: Serv
 
 
 def test_rebuild_in_unit_sized_runs_restores_every_byte(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
-    """``--rebuild-run-kib 64`` (one 64 KiB chunk): the rebuild reads a unit per operation,
-    as the simulator's DOR does, and still restores every byte; it is saved with
+    """``--rebuild-run-kib 64`` (one 64 KiB chunk): the rebuild reads a unit per operation
+    (stripe-oriented, four rows in flight) and still restores every byte; it is saved with
     ``--save-config`` like the other serve options."""
     d = tmp_path / "arr"
     create_array(d, "raid5", 5, size="4MiB", spares=1)

@@ -72,8 +72,7 @@ fn a_rebuild_reads_each_survivor_and_writes_the_replacement_once_per_run() {
     assert_eq!(c.check().mismatches, 0);
 }
 
-/// `--rebuild-run-kib` sets the run: one chunk reads a unit per operation (the simulator's
-/// DOR), 64 of each; three chunks and a byte make runs of 3 whole units, 22 for 64 rows
+/// `--rebuild-run-kib` sets the run: one chunk reads a unit per operation, 64 of each; three chunks and a byte make runs of 3 whole units, 22 for 64 rows
 /// (21 of 3 and one of 1). The data is the same either way.
 #[test]
 fn the_run_size_option_sets_the_reads_per_survivor() {

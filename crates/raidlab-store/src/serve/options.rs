@@ -276,8 +276,8 @@ pub fn cache_policies() -> impl Iterator<Item = &'static str> {
 /// `--rebuild-run-kib`: the member bytes one rebuild run reads from each survivor at once,
 /// 4 KiB to 1 MiB (a run is whole chunks, at least one: below one chunk it is one unit).
 /// Smaller runs hold each disk for less time, so users wait less during a rebuild and the
-/// rebuild takes longer: at one chunk it reads as the simulator's DOR does, a unit per
-/// operation.
+/// rebuild takes longer: at one chunk a run reads a unit per operation, and the rebuild is
+/// stripe-oriented, four rows in flight (the simulator's `executor = "sor"`, `stripes = 4`).
 pub fn rebuild_run_bytes(kib: Option<u64>) -> Result<u64> {
     let max_kib = crate::ctrl::rebuild_run::RUN_BYTES_MAX >> 10;
     match kib {
