@@ -30,6 +30,15 @@ pub(super) fn data(lba: u64, seq: u64) -> RecMeta {
     }
 }
 
+/// A destage's image of `lba` (the old contents of a lost unit it protects).
+pub(super) fn image(lba: u64, seq: u64) -> RecMeta {
+    RecMeta {
+        lba,
+        seq,
+        kind: RecKind::Image,
+    }
+}
+
 /// The primary cache: each dirty page's newest version.
 #[derive(Default)]
 pub(super) struct Cache(pub(super) BTreeMap<u64, (u64, Vec<u8>)>);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::super::backup::{Backup, LiveData, Scan};
 use super::super::format::{RecKind, RecMeta, SUPERS_BYTES};
+use super::tests::image;
 use super::*;
 use crate::crash::{self, RecordingMember};
 use crate::member::{MemMember, Member};
@@ -128,14 +129,13 @@ impl Run {
     pub(super) fn image(&mut self, n: u64) {
         self.seq += 1;
         let seq = self.seq;
-        let meta = RecMeta {
-            lba: IMAGE_LBA + n,
-            seq,
-            kind: RecKind::Image,
-        };
         let h = self
             .log
-            .put(meta, &page(IMAGE_LBA + n, seq), &self.cache)
+            .put(
+                image(IMAGE_LBA + n, seq),
+                &page(IMAGE_LBA + n, seq),
+                &self.cache,
+            )
             .unwrap();
         self.commit();
         self.log.release_images(&[h]).unwrap();

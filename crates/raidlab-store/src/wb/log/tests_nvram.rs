@@ -8,10 +8,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::super::backup::Backup;
-use super::super::format::{decode_batch, RecKind, RecMeta, SUPERS_BYTES};
+use super::super::format::{decode_batch, SUPERS_BYTES};
 use super::nvram::nvram_bytes;
 use super::slot::{SlotError, SlotHeader, SlotState, SLOT_HEADER_BLOCK};
-use super::tests::{mem, page, physical, seqs, Cache, SEG, UUID};
+use super::tests::{image, mem, page, physical, seqs, Cache, SEG, UUID};
 use super::*;
 use crate::member::{DevId, MemMember, Member};
 
@@ -134,12 +134,7 @@ fn a_sealed_slot_reaches_the_leg_and_is_freed() {
 fn a_release_in_a_slot_keeps_the_image_released_after_the_replay() {
     let (_, nv, legs, log) = staged_log(4);
     let cache = Cache::default();
-    let meta = RecMeta {
-        lba: 1000,
-        seq: 1,
-        kind: RecKind::Image,
-    };
-    let h = log.put(meta, &page(1000, 1), &cache).unwrap();
+    let h = log.put(image(1000, 1), &page(1000, 1), &cache).unwrap();
     log.commit().unwrap();
     log.release_images(&[h]).unwrap();
     log.commit().unwrap();

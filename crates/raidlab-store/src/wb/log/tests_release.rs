@@ -2,8 +2,8 @@
 //! pinning their segment while live.
 
 use super::super::backup::Backup;
-use super::super::format::{RecKind, RecMeta, SUPERS_BYTES};
-use super::tests::{header_at, page, physical, seqs, Cache, SEG, UUID};
+use super::super::format::SUPERS_BYTES;
+use super::tests::{header_at, image, page, physical, seqs, Cache, SEG, UUID};
 use super::*;
 
 #[test]
@@ -11,11 +11,6 @@ fn released_images_are_named_by_a_durable_release_entry() {
     let (_, legs) = physical(8);
     let log = LogBackup::create(legs.clone(), UUID, SEG, 8).unwrap();
     let mut cache = Cache::default();
-    let image = |lba, seq| RecMeta {
-        lba,
-        seq,
-        kind: RecKind::Image,
-    };
     cache.write(&log, 1, 1).unwrap();
     let written = log.put(image(4, 2), &page(4, 0), &cache).unwrap();
     log.commit().unwrap();
@@ -61,12 +56,7 @@ fn a_live_image_pins_its_segment_until_released() {
     let (_, legs) = physical(8);
     let log = LogBackup::create(legs, UUID, SEG, 8).unwrap();
     let mut cache = Cache::default();
-    let img = RecMeta {
-        lba: 4,
-        seq: 1,
-        kind: RecKind::Image,
-    };
-    let h = log.put(img, &page(4, 0), &cache).unwrap();
+    let h = log.put(image(4, 1), &page(4, 0), &cache).unwrap();
     log.commit().unwrap();
     let mut prev = None;
     let mut failed = None;
