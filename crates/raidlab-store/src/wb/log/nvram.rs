@@ -44,6 +44,9 @@ use super::slot::{SlotHeader, SlotState, SLOT_HEADER_BLOCK};
 use crate::member::Member;
 use crate::sync::{thread, Condvar, Mutex, MutexGuard};
 
+mod replay;
+pub use replay::{replay, NvramReplay};
+
 /// Slots when `--log-nvram-slots` is not given (the RAPID experiment's segment buffers).
 pub const NVRAM_SLOTS_DEFAULT: u32 = 4;
 /// Most slots.
@@ -51,7 +54,12 @@ pub const NVRAM_SLOTS_MAX: u32 = 256;
 
 /// Bytes an NVRAM file of `slots` slots of `seg`-byte segments needs.
 pub fn nvram_bytes(slots: u32, seg: u64) -> u64 {
-    u64::from(slots) * (SLOT_HEADER_BLOCK + seg)
+    slot_offset(u64::from(slots), seg)
+}
+
+/// Where slot `i` (its header block, then its segment image) starts in the NVRAM file.
+fn slot_offset(i: u64, seg: u64) -> u64 {
+    i * (SLOT_HEADER_BLOCK + seg)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +163,7 @@ impl Shared {
     }
 
     fn slot_off(&self, i: usize) -> u64 {
-        i as u64 * (SLOT_HEADER_BLOCK + self.seg)
+        slot_offset(i as u64, self.seg)
     }
 
     fn seg_start(&self, pos: u64) -> u64 {
@@ -534,107 +542,4 @@ impl Drop for Nvram {
             let _ = t.join();
         }
     }
-}
-
-/// What recovery did with the NVRAM.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct NvramReplay {
-    /// Staged slots written onto their legs.
-    pub replayed: u64,
-    /// Slots whose header did not decode (torn or never written): ignored.
-    pub ignored: u64,
-}
-
-/// Recovery, before the log opens: write every staged slot of the NVRAM `dev` (`slots`
-/// slots of `seg`-byte segments) onto its leg, oldest assignment first, sync the legs,
-/// then mark the slots free and sync the NVRAM. See the module docs.
-pub fn replay(
-    dev: &Arc<dyn Member>,
-    legs: &[Leg],
-    seg: u64,
-    uuid: [u8; 16],
-    slots: u32,
-) -> Result<NvramReplay, raidlab::Error> {
-    let path = dev.path().to_string();
-    let bad = |msg: String| raidlab::Error::Store {
-        path: path.clone(),
-        msg,
-    };
-    let need = nvram_bytes(slots, seg);
-    if dev.len_bytes() < need {
-        return Err(bad(format!(
-            "{} bytes, but the log's NVRAM of {slots} slots needs {need}",
-            dev.len_bytes()
-        )));
-    }
-    let slot_off = |i: u32| u64::from(i) * (SLOT_HEADER_BLOCK + seg);
-    let mut out = NvramReplay::default();
-    let mut staged = Vec::new();
-    let mut block = vec![0u8; SLOT_HEADER_BLOCK as usize];
-    for i in 0..slots {
-        dev.read_at(&mut block, slot_off(i))
-            .map_err(|e| bad(format!("reading NVRAM slot {i}: {e}")))?;
-        let h = match SlotHeader::decode(&block) {
-            Ok(h) => h,
-            Err(super::slot::SlotError::Blank) => continue,
-            Err(e) => {
-                crate::warn!(
-                    "{path}: NVRAM slot {i} ignored ({e}): it holds no acknowledged write"
-                );
-                out.ignored += 1;
-                continue;
-            }
-        };
-        if h.state == SlotState::Free {
-            continue;
-        }
-        let whose = |m: String| bad(format!("NVRAM slot {i}: {m}"));
-        if h.uuid != uuid {
-            return Err(whose("staged for another array".into()));
-        }
-        let Some((_, base, bytes)) = legs.get(h.leg as usize) else {
-            return Err(whose(format!(
-                "names leg {} of a log with {}",
-                h.leg,
-                legs.len()
-            )));
-        };
-        if h.len > seg || h.leg_offset < *base || h.leg_offset + h.len > base + bytes {
-            return Err(whose(format!(
-                "a segment of {} bytes at {} is outside its leg's log area ({bytes} bytes at {base})",
-                h.len, h.leg_offset
-            )));
-        }
-        staged.push((h.generation, i, h));
-    }
-    staged.sort_by_key(|&(g, i, _)| (g, i));
-    let mut image = vec![0u8; seg as usize];
-    let mut touched = vec![false; legs.len()];
-    for &(_, i, h) in &staged {
-        let img = &mut image[..h.len as usize];
-        dev.read_at(img, slot_off(i) + SLOT_HEADER_BLOCK)
-            .map_err(|e| bad(format!("reading NVRAM slot {i}: {e}")))?;
-        let leg = &legs[h.leg as usize].0;
-        leg.write_at(img, h.leg_offset)
-            .map_err(|e| raidlab::Error::Store {
-                path: leg.path().to_string(),
-                msg: format!("replaying NVRAM slot {i} onto the log: {e}"),
-            })?;
-        touched[h.leg as usize] = true;
-        out.replayed += 1;
-    }
-    for (leg, _) in legs.iter().map(|l| &l.0).zip(&touched).filter(|(_, t)| **t) {
-        leg.sync().map_err(|e| raidlab::Error::Store {
-            path: leg.path().to_string(),
-            msg: format!("syncing the log after the NVRAM replay: {e}"),
-        })?;
-    }
-    let free = free_header(uuid);
-    for &(_, i, _) in &staged {
-        dev.write_at(&free, slot_off(i))
-            .map_err(|e| bad(format!("freeing NVRAM slot {i}: {e}")))?;
-    }
-    dev.sync()
-        .map_err(|e| bad(format!("syncing the NVRAM: {e}")))?;
-    Ok(out)
 }

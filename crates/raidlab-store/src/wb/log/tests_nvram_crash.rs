@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
+use super::super::backup::{Backup, Scan};
 use super::super::format::SUPERS_BYTES;
 use super::nvram::nvram_bytes;
 use super::tests_crash::{open_recorded, xorshift, Run, SEG, UUID};
