@@ -92,6 +92,7 @@ def serve(
     rebuild_min_kib_s: int | None = None,
     rebuild_max_kib_s: int | None = None,
     rebuild_run_kib: int | None = None,
+    rebuild_executor: str | None = None,
     workers: int | None = None,
     ready: Callable[[str], None] | None = None,
     write_cache_mib: int | None = None,

@@ -6,6 +6,7 @@
     raidlab serve DIR [--listen 127.0.0.1:10809 | --listen unix:PATH] [--cache POLICY --cache-mib N]
                       [--write-cache-mib N --destage ORDER --thresholds H/L --backup none|mirror|log]
                       [--rebuild-order sequential|pro] [--rebuild-min-kib N] [--rebuild-max-kib N] [--rebuild-run-kib N]
+                      [--rebuild-executor runs|dor[,buffers=N][,depth=N]]
                       [--timing "[SLOT=]MODEL[,scheduler=S,...] ..."]
                       [--tls off|on|require (--tls-certificates DIR [--tls-verify-peer] | --tls-psk FILE)]
                       [--force] [--read-only] [--pid-file PATH]
@@ -147,6 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
                 rebuild_min_kib_s=args.rebuild_min_kib,
                 rebuild_max_kib_s=args.rebuild_max_kib,
                 rebuild_run_kib=args.rebuild_run_kib,
+                rebuild_executor=args.rebuild_executor,
                 workers=args.workers,
                 ready=ready,
                 write_cache_mib=args.write_cache_mib,
@@ -303,7 +305,12 @@ def add_commands(sub: Any, positive_int: Any) -> None:
         "--rebuild-run-kib",
         type=positive_int,
         default=None,
-        help="KiB a rebuild run reads from each survivor at once, 4 to 1024, whole chunks (default 1024; one chunk reads a unit at a time)",
+        help="KiB a rebuild run reads from each survivor at once, 4 to 1024, whole chunks (default 1024; one chunk reads a unit at a time); with --rebuild-executor dor, the most a survivor's reader merges into one read",
+    )
+    s.add_argument(
+        "--rebuild-executor",
+        default=None,
+        help="runs (default: four threads, each a run of consecutive units) or dor[,buffers=N][,depth=N] (the simulator's disk-oriented reconstruction: a reader per survivor keeping depth reads at its disk, buffers unit buffers; defaults 64 and 2)",
     )
     s.add_argument("--workers", type=positive_int, default=None, help="NBD worker threads")
     s.add_argument(

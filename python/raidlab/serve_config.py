@@ -46,6 +46,7 @@ KEYS: dict[str, tuple[str, tuple[type, ...], str]] = {
     "rebuild-min-kib": ("rebuild_min_kib", (int,), "KiB/s as a positive integer"),
     "rebuild-max-kib": ("rebuild_max_kib", (int,), "KiB/s as a positive integer"),
     "rebuild-run-kib": ("rebuild_run_kib", (int,), "KiB as a positive integer (4 to 1024)"),
+    "rebuild-executor": ("rebuild_executor", (str,), '"runs" or "dor[,buffers=N][,depth=N]"'),
     "workers": ("workers", (int,), "a positive integer"),
     "timing": ("timing", (str,), 'a string such as "wd10eals,scheduler=sstf"'),
     "log-format": ("log_format", (str,), '"text" or "json"'),

@@ -57,7 +57,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, rebuild_run_kib=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", max_destages=16, backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", log_nvram=None, log_nvram_slots=None, backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_psk=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, rebuild_run_kib=None, rebuild_executor=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", max_destages=16, backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", log_nvram=None, log_nvram_slots=None, backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_psk=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -69,6 +69,7 @@ pub fn serve(
     rebuild_min_kib_s: Option<u64>,
     rebuild_max_kib_s: Option<u64>,
     rebuild_run_kib: Option<u64>,
+    rebuild_executor: Option<&str>,
     workers: Option<usize>,
     ready: Option<PyObject>,
     write_cache_mib: Option<u64>,
@@ -116,6 +117,8 @@ pub fn serve(
     .map_err(|e| to_py(py, e))?;
     opts.rebuild_run_bytes =
         store_serve::rebuild_run_bytes(rebuild_run_kib).map_err(|e| to_py(py, e))?;
+    opts.rebuild_executor =
+        store_serve::rebuild_executor(rebuild_executor).map_err(|e| to_py(py, e))?;
     opts.workers = workers;
     opts.backup_discard = backup_discard;
     opts.insecure = insecure;

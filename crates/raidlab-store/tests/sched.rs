@@ -28,6 +28,7 @@ mod rig;
 use std::sync::Mutex as StdMutex;
 
 use raidlab::array::Level;
+use raidlab_store::ctrl::RebuildExecutor;
 use rig::{Cfg, Fixture, Focus, Mode, Start, Tally};
 use shuttle::scheduler::RandomScheduler;
 use shuttle::{Config, MaxSteps, Runner};
@@ -74,6 +75,18 @@ fn run_focus(
     start: Start,
     focus: Focus,
 ) -> Tally {
+    run_cfg(tag, level, disks, mode, start, focus, RebuildExecutor::Runs)
+}
+
+fn run_cfg(
+    tag: &'static str,
+    level: Level,
+    disks: u32,
+    mode: Mode,
+    start: Start,
+    focus: Focus,
+    executor: RebuildExecutor,
+) -> Tally {
     let runs = env_u64("RAIDLAB_SCHED_RUNS", 6) as usize;
     let seed = env_u64("RAIDLAB_SCHED_SEED", 1);
     let cfg = Cfg {
@@ -85,6 +98,7 @@ fn run_focus(
         clients: 2,
         crashes: env_u64("RAIDLAB_SCHED_CRASHES", 2) as u32,
         focus,
+        executor,
     };
     let fx = make_fixture(tag, cfg);
     let tally = std::sync::Arc::new(StdMutex::new(Tally::default()));
@@ -215,5 +229,40 @@ focus_case!(
     5,
     Mirror,
     Rebuilding,
+    Focus::ReplacementFails
+);
+
+macro_rules! dor_case {
+    ($name:ident, $level:expr, $disks:expr, $mode:expr, $focus:expr) => {
+        #[test]
+        fn $name() {
+            // Few buffers and one read per survivor: jobs are read and written while the
+            // clients' writes land between a job's reads, with few threads to schedule.
+            let dor = RebuildExecutor::Dor {
+                buffers: 3,
+                depth: 1,
+            };
+            run_cfg(
+                stringify!($name),
+                $level,
+                $disks,
+                $mode,
+                Start::Rebuilding,
+                $focus,
+                dor,
+            );
+        }
+    };
+}
+
+// The disk-oriented rebuild (`serve --rebuild-executor dor`): its threads read a row's
+// survivors at different times without holding the row.
+dor_case!(raid5_through_rebuilding_dor, Raid5, 4, Through, Focus::Mix);
+dor_case!(raid6_log_rebuilding_dor, Raid6, 5, Log, Focus::Mix);
+dor_case!(
+    raid5_mirror_replacement_fails_dor,
+    Raid5,
+    4,
+    Mirror,
     Focus::ReplacementFails
 );

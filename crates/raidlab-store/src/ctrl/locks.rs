@@ -13,8 +13,15 @@
 //! bucket order, shared or exclusive, so two requests can never wait on each other in a
 //! cycle. Two rows that share a bucket are serialised needlessly, which costs a little
 //! parallelism and nothing else.
+//!
+//! Each bucket also counts its exclusive holds, as a sequence lock does: one when an
+//! exclusive hold starts and one when it ends, so the count is odd while a writer holds the
+//! bucket. The disk-oriented rebuild (`rebuild_dor.rs`) reads a row's survivors at different
+//! times on different disks without holding the row (a held row would wait on other rows'
+//! jobs); it notes the count before its first read and, holding the row shared for its
+//! write, finds out whether any writer came in between.
 
-use crate::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::sync::{AtomicU64, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// Buckets in the table: enough that independent 4 KiB writes rarely collide.
 const BUCKETS: usize = 4096;
@@ -23,18 +30,38 @@ const BUCKETS: usize = 4096;
 /// chunk RAID-0 spans 8192 rows, but distinct buckets are at most `BUCKETS`).
 pub struct StripeLocks {
     table: Vec<RwLock<()>>,
+    /// Per bucket: exclusive holds started plus holds ended (odd while one is held).
+    holds: Vec<AtomicU64>,
 }
 
 /// The held buckets; dropping it releases them.
 pub enum RowGuard<'a> {
-    Exclusive(Vec<RwLockWriteGuard<'a, ()>>),
+    Exclusive(Exclusive<'a>),
     Shared(Vec<RwLockReadGuard<'a, ()>>),
+}
+
+/// Buckets held exclusively; their hold counts are stepped on taking and on release.
+pub struct Exclusive<'a> {
+    guards: Vec<RwLockWriteGuard<'a, ()>>,
+    buckets: Vec<usize>,
+    holds: &'a [AtomicU64],
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        // Runs before the fields drop: the count turns even while the bucket is still held.
+        for &b in &self.buckets {
+            self.holds[b].fetch_add(1, Ordering::SeqCst);
+        }
+        debug_assert_eq!(self.guards.len(), self.buckets.len());
+    }
 }
 
 impl Default for StripeLocks {
     fn default() -> Self {
         StripeLocks {
             table: (0..BUCKETS).map(|_| RwLock::new(())).collect(),
+            holds: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 }
@@ -59,12 +86,26 @@ impl StripeLocks {
     pub fn lock(&self, first: u64, last: u64) -> RowGuard<'_> {
         // A poisoned bucket only means another request panicked while holding it; the lock
         // protects no data of its own, so carry on.
-        RowGuard::Exclusive(
-            Self::buckets(first, last)
-                .into_iter()
-                .map(|b| self.table[b].write().unwrap_or_else(|e| e.into_inner()))
-                .collect(),
-        )
+        let buckets = Self::buckets(first, last);
+        let guards = buckets
+            .iter()
+            .map(|&b| self.table[b].write().unwrap_or_else(|e| e.into_inner()))
+            .collect();
+        for &b in &buckets {
+            self.holds[b].fetch_add(1, Ordering::SeqCst);
+        }
+        RowGuard::Exclusive(Exclusive {
+            guards,
+            buckets,
+            holds: &self.holds,
+        })
+    }
+
+    /// Row `row`'s bucket's count of exclusive holds started and ended: odd while a writer
+    /// holds it. Equal readings around a stretch of time with an even first reading mean
+    /// no writer held the row at any point of it.
+    pub fn holds(&self, row: u64) -> u64 {
+        self.holds[(row % BUCKETS as u64) as usize].load(Ordering::SeqCst)
     }
 
     /// Lock one row exclusively.
@@ -124,5 +165,24 @@ mod tests {
         assert!(locks.table[5].try_read().is_err());
         drop(w);
         assert!(locks.table[5].try_write().is_ok());
+    }
+
+    #[test]
+    fn hold_counts_are_odd_while_a_writer_holds_a_row_and_shared_holds_leave_them() {
+        let locks = StripeLocks::default();
+        assert_eq!(locks.holds(7), 0);
+        let s = locks.share(7, 7);
+        drop(s);
+        assert_eq!(locks.holds(7), 0, "a shared hold is not counted");
+        let w = locks.lock(6, 8);
+        assert_eq!((locks.holds(6), locks.holds(7), locks.holds(8)), (1, 1, 1));
+        assert_eq!(locks.holds(9), 0);
+        drop(w);
+        assert_eq!(locks.holds(7), 2);
+        // Rows sharing a bucket share its count.
+        let w = locks.lock_row(7 + BUCKETS as u64);
+        assert_eq!(locks.holds(7), 3);
+        drop(w);
+        assert_eq!(locks.holds(7), 4);
     }
 }

@@ -28,6 +28,7 @@ mod pages;
 pub(crate) use pages::BeforeRowWrites;
 pub mod readd;
 pub mod rebuild;
+pub mod rebuild_dor;
 pub mod rebuild_run;
 pub mod status;
 pub mod sync;
@@ -166,6 +167,32 @@ impl Shape {
     }
 }
 
+/// How a rebuild turns the units its order hands out into member I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebuildExecutor {
+    /// Four threads, each rebuilding a run of consecutive units under their rows' locks
+    /// (`rebuild_run.rs`): one read per survivor's extent, one replacement write.
+    Runs,
+    /// The simulator's disk-oriented reconstruction (`rebuild_dor.rs`): a reader per
+    /// survivor keeping `depth` reads at its disk, `buffers` unit buffers.
+    Dor { buffers: u32, depth: u32 },
+}
+
+impl RebuildExecutor {
+    /// The simulator's defaults for DOR (`[rebuild] buffers`, `depth`).
+    pub const DOR_DEFAULT: RebuildExecutor = RebuildExecutor::Dor {
+        buffers: 64,
+        depth: 2,
+    };
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            RebuildExecutor::Runs => "runs",
+            RebuildExecutor::Dor { .. } => "dor",
+        }
+    }
+}
+
 /// Tunables of a served array.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -175,6 +202,8 @@ pub struct Options {
     /// Member bytes a rebuild run reads from each survivor at once, at most
     /// `rebuild_run::RUN_BYTES_MAX` (whole chunks, at least one: `Controller::run_units_max`).
     pub rebuild_run_bytes: u64,
+    /// How a rebuild turns the order's units into member I/O.
+    pub rebuild_executor: RebuildExecutor,
     /// Start a rebuild by itself when a slot is failed and a spare is present.
     pub auto_rebuild: bool,
     /// How long a missing member's slot waits for its host before a spare is rebuilt onto
@@ -189,6 +218,7 @@ impl Default for Options {
             rebuild_order: OrderSpec::Sequential,
             rebuild_rate: RateSpec::Full,
             rebuild_run_bytes: rebuild_run::RUN_BYTES_MAX,
+            rebuild_executor: RebuildExecutor::Runs,
             auto_rebuild: true,
             missing_grace: std::time::Duration::from_secs(30),
         }
@@ -293,6 +323,8 @@ pub struct Controller {
     pub(crate) resync: Mutex<sync::Resync>,
     /// Signalled when a bitmap write ends (`sync::Resync::writing`).
     pub(crate) resync_cv: crate::sync::Condvar,
+    /// Signalled when the disk-oriented rebuild has new actions to take (`rebuild_dor.rs`).
+    pub(crate) rebuild_cv: crate::sync::Condvar,
     /// User I/O seen since the rebuild last looked (md's "is the array idle").
     pub(crate) busy: AtomicBool,
     /// Rows written through a plan and the member operations their plans held (the
@@ -373,6 +405,7 @@ impl Controller {
             last_rebuild: Mutex::new(None),
             resync: Mutex::new(sync::Resync::default()),
             resync_cv: crate::sync::Condvar::new(),
+            rebuild_cv: crate::sync::Condvar::new(),
             busy: AtomicBool::new(false),
             row_writes: AtomicU64::new(0),
             row_plan_ops: AtomicU64::new(0),
@@ -468,7 +501,7 @@ impl Controller {
     fn background_loop(&self) {
         // Extra rebuild threads; the scope joins them once `stop` is seen.
         thread::scope(|scope| {
-            for _ in 1..rebuild::REBUILD_THREADS {
+            for _ in 1..self.rebuild_threads() {
                 scope.spawn(|| {
                     crate::member::timed::set_thread_class(raidlab::disk::Class::Rebuild);
                     while !self.stopping() {
@@ -516,6 +549,8 @@ impl Controller {
 
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod rebuild_dor_tests;
 #[cfg(test)]
 mod rebuild_tests;
 #[cfg(test)]

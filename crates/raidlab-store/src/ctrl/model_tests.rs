@@ -65,6 +65,7 @@ fn step() -> impl Strategy<Value = Step> {
 
 struct Rig {
     sh: Shape,
+    opts: Options,
     ctl: Controller,
     rec: Arc<Recorder>,
     model: Vec<u8>,
@@ -84,7 +85,7 @@ fn fault(name: &str, sh: &Shape) -> Arc<FaultMember> {
 }
 
 impl Rig {
-    fn new(level: Level, disks: u32) -> Rig {
+    fn new(level: Level, disks: u32, opts: Options) -> Rig {
         let sh = shape(level, disks, 6);
         let devices: Vec<Arc<FaultMember>> =
             (0..disks).map(|i| fault(&format!("d{i}"), &sh)).collect();
@@ -100,7 +101,7 @@ impl Rig {
             None,
             1,
             Box::new(rec.clone()),
-            Options::default(),
+            opts.clone(),
         )
         .unwrap();
         ctl.init_intent(None);
@@ -108,6 +109,7 @@ impl Rig {
         let model = vec![0u8; sh.size_bytes() as usize];
         Rig {
             sh,
+            opts,
             ctl,
             rec,
             model,
@@ -259,7 +261,7 @@ impl Rig {
             recovering,
             events,
             Box::new(rec.clone()),
-            Options::default(),
+            self.opts.clone(),
         )
         .unwrap();
         ctl.assume_clean(was_clean);
@@ -280,7 +282,26 @@ impl Rig {
 }
 
 fn run(level: Level, disks: u32, steps: &[Step]) -> Result<(), TestCaseError> {
-    let mut rig = Rig::new(level, disks);
+    run_with(level, disks, steps, Options::default())
+}
+
+/// [`run`] with the disk-oriented rebuild: each rebuild step is one of its actions, so the
+/// sequence's writes land between a job's reads (`rebuild_dor.rs`). `merge`: two units a
+/// read, else one.
+fn run_dor(level: Level, disks: u32, steps: &[Step], merge: bool) -> Result<(), TestCaseError> {
+    let opts = Options {
+        rebuild_executor: RebuildExecutor::Dor {
+            buffers: 3,
+            depth: 1,
+        },
+        rebuild_run_bytes: if merge { 2 } else { 1 } * super::tests::CHUNK,
+        ..Options::default()
+    };
+    run_with(level, disks, steps, opts)
+}
+
+fn run_with(level: Level, disks: u32, steps: &[Step], opts: Options) -> Result<(), TestCaseError> {
+    let mut rig = Rig::new(level, disks, opts);
     for s in steps {
         rig.apply(s)?;
         rig.check_all()?;
@@ -319,6 +340,21 @@ proptest! {
     #[test]
     fn raid1_and_raid10_equal_the_model(steps in proptest::collection::vec(step(), 1..30), ten in any::<bool>()) {
         if ten { run(Level::Raid10, 4, &steps)?; } else { run(Level::Raid1, 3, &steps)?; }
+    }
+
+    #[test]
+    fn raid5_with_dor_equals_the_model(steps in proptest::collection::vec(step(), 1..40), merge in any::<bool>()) {
+        run_dor(Level::Raid5, 4, &steps, merge)?;
+    }
+
+    #[test]
+    fn raid6_with_dor_equals_the_model(steps in proptest::collection::vec(step(), 1..40), merge in any::<bool>()) {
+        run_dor(Level::Raid6, 6, &steps, merge)?;
+    }
+
+    #[test]
+    fn raid1_and_raid10_with_dor_equal_the_model(steps in proptest::collection::vec(step(), 1..30), ten in any::<bool>()) {
+        if ten { run_dor(Level::Raid10, 4, &steps, false)?; } else { run_dor(Level::Raid1, 3, &steps, true)?; }
     }
 
     #[test]

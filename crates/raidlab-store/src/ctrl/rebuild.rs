@@ -30,7 +30,7 @@ static JOB_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 pub const REBUILD_THREADS: usize = 4;
 
 /// Checkpoint the superblocks at least this often while rebuilding.
-const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+pub(super) const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Job {
     pub slot: u32,
@@ -54,6 +54,11 @@ pub struct Job {
     pub partial_regions: Option<u64>,
     /// Rows this job (and the passes that continued it) solved and wrote.
     pub rebuilt_rows: u64,
+    /// Rows the disk-oriented executor read again under their locks (a writer came between
+    /// a job's first read and its write, or a read failed).
+    pub rows_reread: u64,
+    /// The disk-oriented executor's state (`rebuild_dor.rs`), made at its first step.
+    pub(crate) dor: Option<super::rebuild_dor::DorExec>,
 }
 
 /// What a finished rebuild did (`ctl status` shows the last one as `last_rebuild`).
@@ -66,6 +71,8 @@ pub struct Report {
     pub rows: u64,
     pub bytes: u64,
     pub member_bytes: u64,
+    /// Rows the disk-oriented executor read again under their locks.
+    pub rows_reread: u64,
 }
 
 /// What `ctl status` shows of a rebuild.
@@ -79,6 +86,10 @@ pub struct Progress {
     pub partial_regions: Option<u64>,
     /// Rows solved and written so far.
     pub rebuilt_rows: u64,
+    /// `runs` or `dor` (`serve --rebuild-executor`).
+    pub executor: &'static str,
+    /// Rows the disk-oriented executor read again under their locks.
+    pub rows_reread: u64,
 }
 
 impl Controller {
@@ -117,6 +128,8 @@ impl Controller {
             trusted: 0,
             partial_regions: None,
             rebuilt_rows: 0,
+            rows_reread: 0,
+            dor: None,
         }
     }
 
@@ -218,7 +231,7 @@ impl Controller {
 
     pub fn rebuild_progress(&self) -> Option<Progress> {
         // Lock order is state before the job: copy what is needed and let the job go first.
-        let (slot, units, elapsed_s, trusted, partial_regions, rebuilt_rows) = {
+        let (slot, units, elapsed_s, trusted, partial_regions, rebuilt_rows, rows_reread) = {
             let job = self.rebuild.lock().ok()?;
             let j = job.as_ref()?;
             (
@@ -228,6 +241,7 @@ impl Controller {
                 j.trusted,
                 j.partial_regions,
                 j.rebuilt_rows,
+                j.rows_reread,
             )
         };
         let st = self.read_state();
@@ -240,6 +254,8 @@ impl Controller {
             order: self.opts.rebuild_order.name(),
             partial_regions,
             rebuilt_rows,
+            executor: self.opts.rebuild_executor.name(),
+            rows_reread,
         })
     }
 
@@ -247,7 +263,13 @@ impl Controller {
     /// (`rebuild_run`). Returns `Some(wait)` when rate control asks to wait (or another
     /// thread still holds the last units), `None` when there is nothing more to do right
     /// now. Several threads may call it at once.
+    ///
+    /// With the disk-oriented executor a call carries out one of its actions (`units_max`
+    /// does not apply; `rebuild_dor.rs`).
     pub fn rebuild_step(&self, units_max: u32) -> Option<Duration> {
+        if let super::RebuildExecutor::Dor { buffers, depth } = self.opts.rebuild_executor {
+            return self.dor_step(buffers, depth);
+        }
         let run_max = self.run_units_max();
         let mut units_left = units_max;
         // Bounded: every pass hands out at least one unit of `units_max`, or returns.
@@ -319,7 +341,7 @@ impl Controller {
         Some(Duration::ZERO)
     }
 
-    fn finish_rebuild_of(&self, slot: Option<u32>, done: Option<Job>) {
+    pub(super) fn finish_rebuild_of(&self, slot: Option<u32>, done: Option<Job>) {
         let Some(slot) = slot else { return };
         let mut st = self.write_state();
         let Some(map) = st.array.rebuilding(slot) else {
@@ -335,6 +357,7 @@ impl Controller {
             if let Some(d) = done.filter(|d| d.slot == slot) {
                 (job.units, job.trusted) = (d.units, d.trusted);
                 (job.partial_regions, job.rebuilt_rows) = (d.partial_regions, d.rebuilt_rows);
+                job.rows_reread = d.rows_reread;
                 job.started = d.started;
             }
             if let Ok(mut j) = self.rebuild.lock() {
@@ -355,6 +378,7 @@ impl Controller {
             rows,
             bytes: rows * self.shape.chunk_bytes,
             member_bytes: self.shape.member_data_bytes,
+            rows_reread: done.as_ref().map_or(0, |d| d.rows_reread),
         };
         let what = match report.partial_regions {
             Some(g) => format!("partial re-add, {g} dirty region(s): "),
@@ -406,7 +430,7 @@ impl Job {
 }
 
 /// The slot whose rebuild the order finished (the only rebuilding one).
-fn slot_of_finished(array: &raidlab::array::Array) -> Option<u32> {
+pub(super) fn slot_of_finished(array: &raidlab::array::Array) -> Option<u32> {
     array
         .failed()
         .iter()

@@ -38,15 +38,15 @@ pub(crate) fn run_units(run_bytes: u64, chunk_bytes: u64) -> u32 {
 }
 
 /// One row's plan: which members are read for it and which are solved.
-struct RowPlan {
+pub(super) struct RowPlan {
     /// Row members in slot order (data in Q's syndrome order, then P, then Q).
-    order: Vec<u32>,
+    pub order: Vec<u32>,
     /// Where in `order` the rebuilt unit lands.
-    target_at: usize,
+    pub target_at: usize,
     /// Members this row reads (the rest of `order` is solved).
-    reads: Vec<u32>,
+    pub reads: Vec<u32>,
     /// The row was already rebuilt (a resumed job): read along, not written.
-    done: bool,
+    pub done: bool,
 }
 
 impl Controller {
@@ -80,7 +80,6 @@ impl Controller {
         // Shared: a run reads the survivors and writes only the replacement, which no read of
         // these rows touches until they are marked rebuilt below (`locks.rs`).
         let _rows = self.locks.share(first, last);
-        let n = self.geo.disks();
         let (plans, devs, target) = {
             let st = self.read_state();
             let Some(map) = st.array.rebuilding(slot) else {
@@ -89,35 +88,16 @@ impl Controller {
             if !self.job_is(job) {
                 return Ok(0);
             }
-            let mut plans: Vec<RowPlan> = Vec::with_capacity(count as usize);
-            for row in first..=last {
-                let reads: Vec<u32> = (0..n)
-                    .filter(|&d| {
-                        reads_for(
-                            &self.geo,
-                            |x| x != slot && st.array.lost(x, row),
-                            slot,
-                            row,
-                            d,
-                        )
-                    })
-                    .collect();
-                let Some((order, target_at)) = self.row_order(slot, row, &reads) else {
-                    return Ok(0);
-                };
-                plans.push(RowPlan {
-                    order,
-                    target_at,
-                    reads,
-                    done: map.get(row),
-                });
-            }
+            let Some(plans) = self.row_plans(&st, map, slot, first, last) else {
+                return Ok(0);
+            };
             if plans.iter().all(|p| p.done) {
                 return Ok(0);
             }
             let devs: Vec<Option<Arc<dyn Member>>> = st.devs.clone();
             (plans, devs, st.devs[slot as usize].clone())
         };
+        let n = self.geo.disks();
         // Each member read at most once, over the whole run: the union of the rows' reads.
         let mut sources: Vec<u32> = plans.iter().flat_map(|p| p.reads.iter().copied()).collect();
         sources.sort_unstable();
@@ -154,16 +134,7 @@ impl Controller {
                     .iter()
                     .map(|&d| std::mem::take(&mut grid[d as usize][i]))
                     .collect();
-                let missing: Vec<usize> = (0..plan.order.len())
-                    .filter(|&k| !plan.reads.contains(&plan.order[k]))
-                    .collect();
-                debug_assert!(missing.contains(&plan.target_at));
-                if matches!(self.geo.level(), Level::Raid5 | Level::Raid6) {
-                    parity::reconstruct(self.geo.data_disks() as usize, &mut chunks, &missing);
-                } else {
-                    let (src, dst) = chunks.split_at_mut(1);
-                    dst[0].copy_from_slice(src[0]);
-                }
+                self.solve_row(plan, &mut chunks);
             }
             drop(grid);
             // The replacement's stretches of rows to write (rows already rebuilt are
@@ -185,25 +156,89 @@ impl Controller {
             }
             Ok(())
         })?;
+        Ok(self.mark_rebuilt_if_current(slot, target.as_ref(), job, first, &plans))
+    }
+
+    /// The plan of each row `first..=last` for rebuilding `slot` (`map`: its rows already
+    /// rebuilt); `None` for a level with nothing to rebuild.
+    pub(super) fn row_plans(
+        &self,
+        st: &super::State,
+        map: &raidlab::rebuild::SharedUnitMap,
+        slot: u32,
+        first: u64,
+        last: u64,
+    ) -> Option<Vec<RowPlan>> {
+        let n = self.geo.disks();
+        let mut plans: Vec<RowPlan> = Vec::with_capacity((last - first + 1) as usize);
+        for row in first..=last {
+            let reads: Vec<u32> = (0..n)
+                .filter(|&d| {
+                    reads_for(
+                        &self.geo,
+                        |x| x != slot && st.array.lost(x, row),
+                        slot,
+                        row,
+                        d,
+                    )
+                })
+                .collect();
+            let (order, target_at) = self.row_order(slot, row, &reads)?;
+            plans.push(RowPlan {
+                order,
+                target_at,
+                reads,
+                done: map.get(row),
+            });
+        }
+        Some(plans)
+    }
+
+    /// Solve a row's lost units in `chunks` (the row's members in `plan.order`, those it
+    /// reads filled in).
+    pub(super) fn solve_row(&self, plan: &RowPlan, chunks: &mut [&mut [u8]]) {
+        let missing: Vec<usize> = (0..plan.order.len())
+            .filter(|&k| !plan.reads.contains(&plan.order[k]))
+            .collect();
+        debug_assert!(missing.contains(&plan.target_at));
+        if matches!(self.geo.level(), Level::Raid5 | Level::Raid6) {
+            parity::reconstruct(self.geo.data_disks() as usize, chunks, &missing);
+        } else {
+            let (src, dst) = chunks.split_at_mut(1);
+            dst[0].copy_from_slice(src[0]);
+        }
+    }
+
+    /// Mark the rows of `plans` (from `first`) that were not rebuilt before as rebuilt, if
+    /// `job` is still the rebuild running and `target` still the device in `slot`; returns
+    /// how many were marked.
+    pub(super) fn mark_rebuilt_if_current(
+        &self,
+        slot: u32,
+        target: Option<&Arc<dyn Member>>,
+        job: u64,
+        first: u64,
+        plans: &[RowPlan],
+    ) -> u64 {
         // Shared: the rows' own locks keep their writers out, and the map is set through a
         // shared reference (`SharedUnitMap`); no request waits for the marks. Held while
         // checking and marking, so no failure or new job comes between the two.
         let st = self.read_state();
-        let same_target = match (&st.devs[slot as usize], &target) {
+        let same_target = match (&st.devs[slot as usize], target) {
             (Some(now), Some(t)) => Arc::ptr_eq(now, t),
             _ => false,
         };
         if !(same_target && st.array.rebuilding(slot).is_some() && self.job_is(job)) {
-            return Ok(0);
+            return 0;
         }
         let mut marked = 0;
-        for (row, plan) in (first..=last).zip(&plans) {
+        for (row, plan) in (first..).zip(plans) {
             if !plan.done {
                 st.array.mark_rebuilt(slot, row);
                 marked += 1;
             }
         }
-        Ok(marked)
+        marked
     }
 
     /// Row `row`'s members in slot order and where `slot`'s unit lands among them; `None`

@@ -22,6 +22,21 @@ fn degraded_runs(
     rows: u64,
     run_bytes: u64,
 ) -> (Controller, Vec<Arc<FaultMember>>, Arc<FaultMember>, Vec<u8>) {
+    degraded_with(
+        rows,
+        Options {
+            auto_rebuild: false,
+            rebuild_run_bytes: run_bytes,
+            ..Options::default()
+        },
+    )
+}
+
+/// [`degraded`] with the controller's options `opts`.
+pub(super) fn degraded_with(
+    rows: u64,
+    opts: Options,
+) -> (Controller, Vec<Arc<FaultMember>>, Arc<FaultMember>, Vec<u8>) {
     let sh = shape(Level::Raid5, 4, rows);
     let members: Vec<Arc<FaultMember>> = mem_members(&sh, "d", 4)
         .into_iter()
@@ -32,14 +47,7 @@ fn degraded_runs(
         .map(|f| Some(f.clone() as Arc<dyn Member>))
         .collect();
     let rec = Arc::new(super::tests::Recorder::default());
-    let c = Controller::new(sh.clone(), devs, Vec::new(), None, 1, Box::new(rec), {
-        Options {
-            auto_rebuild: false,
-            rebuild_run_bytes: run_bytes,
-            ..Options::default()
-        }
-    })
-    .unwrap();
+    let c = Controller::new(sh.clone(), devs, Vec::new(), None, 1, Box::new(rec), opts).unwrap();
     c.init_intent(None);
     let data = pattern(7, c.size_bytes() as usize);
     c.write(0, &data, false).unwrap();

@@ -62,6 +62,8 @@ impl Controller {
             json!({
                 "slot": p.slot,
                 "order": p.order,
+                "executor": p.executor,
+                "rows_reread": p.rows_reread,
                 "units_done": p.units_done,
                 "units": p.units,
                 "fraction": if p.units == 0 { 1.0 } else { p.units_done as f64 / p.units as f64 },
@@ -81,6 +83,7 @@ impl Controller {
                 "kind": if r.partial_regions.is_some() { "partial" } else { "full" },
                 "regions": r.partial_regions,
                 "rows": r.rows,
+                "rows_reread": r.rows_reread,
                 "bytes": r.bytes,
                 "member_bytes": r.member_bytes,
             })

@@ -226,6 +226,7 @@ pub fn serve(
         rebuild_order: opts.rebuild_order,
         rebuild_rate: opts.rebuild_rate,
         rebuild_run_bytes: opts.rebuild_run_bytes,
+        rebuild_executor: opts.rebuild_executor,
         auto_rebuild: !opts.read_only,
         missing_grace: opts.missing_grace,
     };

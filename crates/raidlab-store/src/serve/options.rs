@@ -14,6 +14,8 @@ pub struct ServeOptions {
     pub rebuild_rate: RateSpec,
     /// `--rebuild-run-kib` in bytes.
     pub rebuild_run_bytes: u64,
+    /// `--rebuild-executor`.
+    pub rebuild_executor: crate::ctrl::RebuildExecutor,
     /// NBD worker threads (None: the server's default).
     pub workers: Option<usize>,
     /// The write-back cache and its backup (None: writes go straight to the array).
@@ -206,6 +208,7 @@ impl Default for ServeOptions {
             rebuild_order: OrderSpec::Sequential,
             rebuild_rate: RateSpec::Full,
             rebuild_run_bytes: crate::ctrl::rebuild_run::RUN_BYTES_MAX,
+            rebuild_executor: crate::ctrl::RebuildExecutor::Runs,
             workers: None,
             wb: None,
             backup_discard: false,
@@ -286,6 +289,63 @@ pub fn rebuild_run_bytes(kib: Option<u64>) -> Result<u64> {
         Some(k) => Err(Error::config(
             "--rebuild-run-kib",
             format!("expected 4 to {max_kib} KiB, got {k}"),
+        )),
+    }
+}
+
+/// `--rebuild-executor`: `runs` (the default), or `dor` with optional `,buffers=N` (1 to
+/// 4096 unit buffers, default 64) and `,depth=N` (1 to 64 reads kept at each survivor,
+/// default 2), the simulator's `[rebuild]` keys of the same names.
+pub fn rebuild_executor(spec: Option<&str>) -> Result<crate::ctrl::RebuildExecutor> {
+    use crate::ctrl::RebuildExecutor;
+    const OPT: &str = "--rebuild-executor";
+    let Some(spec) = spec else {
+        return Ok(RebuildExecutor::Runs);
+    };
+    let mut parts = spec.split(',');
+    match parts.next().map(str::trim) {
+        Some("runs") => {
+            if let Some(extra) = parts.next() {
+                return Err(Error::config(
+                    OPT,
+                    format!("\"runs\" takes no parameters, got {extra:?}"),
+                ));
+            }
+            Ok(RebuildExecutor::Runs)
+        }
+        Some("dor") => {
+            let (mut buffers, mut depth) = (64u32, 2u32);
+            for p in parts {
+                let (key, value) = p.split_once('=').ok_or_else(|| {
+                    Error::config(OPT, format!("expected KEY=N after \"dor,\", got {p:?}"))
+                })?;
+                let (slot, max) = match key.trim() {
+                    "buffers" => (&mut buffers, 4096),
+                    "depth" => (&mut depth, 64),
+                    other => {
+                        return Err(Error::config(
+                            OPT,
+                            format!("unknown parameter {other:?} (expected buffers or depth)"),
+                        ))
+                    }
+                };
+                *slot = value
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|v| (1..=max).contains(v))
+                    .ok_or_else(|| {
+                        Error::config(
+                            OPT,
+                            format!("{}: expected 1 to {max}, got {value:?}", key.trim()),
+                        )
+                    })?;
+            }
+            Ok(RebuildExecutor::Dor { buffers, depth })
+        }
+        _ => Err(Error::config(
+            OPT,
+            format!("expected \"runs\" or \"dor[,buffers=N][,depth=N]\", got {spec:?}"),
         )),
     }
 }
@@ -372,6 +432,35 @@ impl ServeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rebuild_executor_is_parsed_checked_and_names_its_option() {
+        use crate::ctrl::RebuildExecutor as X;
+        assert_eq!(rebuild_executor(None).unwrap(), X::Runs);
+        assert_eq!(rebuild_executor(Some("runs")).unwrap(), X::Runs);
+        assert_eq!(rebuild_executor(Some("dor")).unwrap(), X::DOR_DEFAULT);
+        assert_eq!(
+            rebuild_executor(Some("dor,depth=1,buffers=8")).unwrap(),
+            X::Dor {
+                buffers: 8,
+                depth: 1
+            }
+        );
+        for (bad, says) in [
+            ("sor", "expected \"runs\" or"),
+            ("runs,depth=2", "takes no parameters"),
+            ("dor,depth", "expected KEY=N"),
+            ("dor,width=2", "unknown parameter \"width\""),
+            ("dor,depth=0", "depth: expected 1 to 64"),
+            ("dor,buffers=5000", "buffers: expected 1 to 4096"),
+        ] {
+            let e = rebuild_executor(Some(bad)).unwrap_err().to_string();
+            assert!(
+                e.contains("--rebuild-executor") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn the_rebuild_run_size_is_checked_and_names_its_option() {

@@ -12,7 +12,7 @@ use std::sync::Mutex as StdMutex;
 use raidlab::array::Level;
 use raidlab_store::crash::{self, CrashState, Event, Materialiser, RecordingMember, SharedJournal};
 use raidlab_store::ctrl::column::BLOCK;
-use raidlab_store::ctrl::{Controller, IoFail, Options};
+use raidlab_store::ctrl::{Controller, IoFail, Options, RebuildExecutor};
 use raidlab_store::format;
 use raidlab_store::member::{FaultMember, FileMember, Member};
 use raidlab_store::model::{Model, OpKind};
@@ -89,6 +89,8 @@ pub struct Cfg {
     /// Crash states cut from each run's history and recovered.
     pub crashes: u32,
     pub focus: Focus,
+    /// How the rebuild runs (`serve --rebuild-executor`).
+    pub executor: RebuildExecutor,
 }
 
 impl Cfg {
@@ -321,7 +323,14 @@ pub fn run_once(fx: &Fixture, cfg: &Cfg, tally: &StdMutex<Tally>) {
     };
     a2.spares = given;
     let ctl = Arc::new(
-        raidlab_store::serve::controller_from(&a2, Options::default()).expect("controller"),
+        raidlab_store::serve::controller_from(
+            &a2,
+            Options {
+                rebuild_executor: cfg.executor,
+                ..Options::default()
+            },
+        )
+        .expect("controller"),
     );
     // Every block starts with data of its own (write 1), durable before the run: a row a
     // rebuild wrongly calls done, or a stale read, then shows as wrong bytes, not as zeros

@@ -30,13 +30,18 @@
 //!
 //! Deadlock freedom: every reader follows the same job sequence, so the oldest incomplete job
 //! is one the slowest reader has yet to read, and it already holds a buffer.
+//!
+//! A job's sources are the ones the survivors named when it was created: its readers keep
+//! to them even if a member fails (RAID-6) or the view changes before they reach it, so the
+//! reads a job counts are the reads it gets. Asking the live view at each reader let a
+//! disk read a job that did not count it, or wait for one that no longer read it.
 
 use std::collections::VecDeque;
 
 use super::{Action, Ctx, Feed};
 
 /// Writes kept at the replacement at once.
-const WRITE_DEPTH: u32 = 2;
+pub const WRITE_DEPTH: u32 = 2;
 /// Most units merged into one replacement write.
 pub const WRITE_UNITS_MAX: u32 = 16;
 
@@ -62,6 +67,9 @@ pub struct Dor {
     read_units: u32,
     /// Job `base + i` is `jobs[i]`.
     jobs: VecDeque<Job>,
+    /// Job `base + i`'s sources, a bit per disk: words `i * words..(i + 1) * words`.
+    sources: VecDeque<u64>,
+    words: usize,
     base: u64,
     readers: Vec<Reader>,
     buffers_used: u32,
@@ -79,6 +87,8 @@ impl Dor {
             depth,
             read_units,
             jobs: VecDeque::with_capacity(buffers as usize),
+            sources: VecDeque::new(),
+            words: (disks as usize).div_ceil(64),
             base: 0,
             readers: vec![Reader::default(); disks as usize],
             buffers_used: 0,
@@ -100,6 +110,12 @@ impl Dor {
 
     fn job(&mut self, seq: u64) -> &mut Job {
         &mut self.jobs[(seq - self.base) as usize]
+    }
+
+    /// Whether job `seq` reads `disk` (as the survivors said when it was created).
+    fn reads(&self, seq: u64, disk: u32) -> bool {
+        let word = (seq - self.base) as usize * self.words + disk as usize / 64;
+        self.sources[word] >> (disk % 64) & 1 == 1
     }
 
     /// Start whatever can start now.
@@ -143,7 +159,7 @@ impl Dor {
             let seq = r.cursor;
             self.readers[disk as usize].cursor += 1;
             let unit = self.job(seq).unit;
-            if ctx.survivors.reads(unit, disk) {
+            if self.reads(seq, disk) {
                 let count = self.merge(disk, seq, unit, ctx, out);
                 self.readers[disk as usize].in_flight += 1;
                 out.push(Action::Read {
@@ -174,7 +190,7 @@ impl Dor {
                 break;
             }
             let u = self.job(next).unit;
-            if u != unit + u64::from(count) || !ctx.survivors.reads(u, disk) {
+            if u != unit + u64::from(count) || !self.reads(next, disk) {
                 break;
             }
             count += 1;
@@ -192,9 +208,13 @@ impl Dor {
             return false;
         };
         debug_assert_eq!(seq, self.base + self.jobs.len() as u64);
-        let reads_left = (0..ctx.survivors.disks())
-            .filter(|&d| ctx.survivors.reads(unit, d))
-            .count() as u32;
+        let at = self.sources.len();
+        self.sources.resize(at + self.words, 0);
+        let mut reads_left = 0u32;
+        for d in (0..ctx.survivors.disks()).filter(|&d| ctx.survivors.reads(unit, d)) {
+            self.sources[at + d as usize / 64] |= 1 << (d % 64);
+            reads_left += 1;
+        }
         debug_assert!(reads_left > 0, "a unit with nothing to read it from");
         self.jobs.push_back(Job {
             unit,
@@ -235,6 +255,7 @@ impl Dor {
         let slowest = self.readers.iter().map(|r| r.cursor).min().unwrap_or(0);
         while self.base < slowest && self.jobs.front().is_some_and(|j| j.written) {
             self.jobs.pop_front();
+            self.sources.drain(..self.words);
             self.base += 1;
         }
         debug_assert!(self.buffers_used <= self.buffers);
@@ -498,6 +519,64 @@ pub(super) mod tests {
             proptest::prop_assert_eq!(dor.written(), units);
             proptest::prop_assert!(written.iter().all(|&w| w == 1));
         }
+    }
+
+    /// Disk 1 failed; disk 3 is read while `three` holds (a RAID-6 member that stops
+    /// being a source when, say, it fails too).
+    struct Changing {
+        three: std::cell::Cell<bool>,
+    }
+    impl Survivors for Changing {
+        fn disks(&self) -> u32 {
+            4
+        }
+        fn reads(&self, _unit: u64, disk: u32) -> bool {
+            disk == 0 || disk == 2 || (disk == 3 && self.three.get())
+        }
+    }
+
+    /// Disk 3 stops being a source while its reader is still behind job 1, which counted
+    /// it: the job keeps the sources it was made with, so disk 3 still reads it and it
+    /// completes (asking the live view, disk 3 skipped it and it waited for ever). Job 2,
+    /// made after the change, does not read disk 3.
+    #[test]
+    fn a_job_keeps_the_sources_it_was_made_with() {
+        let s = Changing {
+            three: std::cell::Cell::new(true),
+        };
+        let mut order = OrderSpec::Sequential.build(3);
+        let mut th = Throttle::new(RateSpec::Full, 0);
+        let mut dor = Dor::new(4, 2, 1, 1);
+        let mut out = Vec::new();
+        pump_with(&s, &mut dor, &mut order, &mut th, &mut out);
+        assert_eq!(out, vec![read(0, 0, 1), read(2, 0, 1), read(3, 0, 1)]);
+        dor.read_done(0, 0, 1);
+        dor.read_done(2, 0, 1);
+        pump_with(&s, &mut dor, &mut order, &mut th, &mut out);
+        // Disk 3 still has job 0's read in flight: it has not reached job 1.
+        assert_eq!(out, vec![read(0, 1, 1), read(2, 1, 1)]);
+        s.three.set(false);
+        dor.read_done(3, 0, 1);
+        pump_with(&s, &mut dor, &mut order, &mut th, &mut out);
+        let w = |unit| Action::Write {
+            unit,
+            count: 1,
+            job: unit,
+        };
+        assert_eq!(out, vec![w(0), read(3, 1, 1)]);
+        dor.write_done(0, 1);
+        for d in [0, 2, 3] {
+            dor.read_done(d, 1, 1);
+        }
+        pump_with(&s, &mut dor, &mut order, &mut th, &mut out);
+        assert_eq!(out, vec![w(1), read(0, 2, 1), read(2, 2, 1)]);
+        dor.write_done(1, 1);
+        dor.read_done(0, 2, 1);
+        dor.read_done(2, 2, 1);
+        pump_with(&s, &mut dor, &mut order, &mut th, &mut out);
+        assert_eq!(out, vec![w(2)]);
+        dor.write_done(2, 1);
+        assert!(dor.is_done() && dor.written() == 3);
     }
 
     #[test]
