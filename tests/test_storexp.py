@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from store_fixtures import (
     ServerPool,
     cli_bad_input,
@@ -104,10 +105,10 @@ def test_a_tiny_store_cell_runs_beside_its_simulator_prediction(tmp_path: Path) 
     for _, row in store.iterrows():
         s = sim.loc[row["rebuild.order"]]
         # Real time cannot beat the model every member operation waits for; the upper ends
-        # leave room for a loaded machine and for the store's rebuild, which runs one unit at a
-        # time where the simulator's DOR pipelines (docs/reproductions.md).
+        # leave room for a loaded machine (the store runs the simulator's DOR itself: on a
+        # quiet machine 1.21x the model's rebuild here, 1.06x its mean response).
         assert 0.8 * s["latency_mean_ms"] <= row["latency_mean_ms"] <= 3.0 * s["latency_mean_ms"], (row, s)
-        assert 0.8 * s["rebuild_s"] <= row["rebuild_s"] <= 15.0 * s["rebuild_s"], (row, s)
+        assert 0.8 * s["rebuild_s"] <= row["rebuild_s"] <= 3.0 * s["rebuild_s"], (row, s)
         assert row["during_latency_count"] > 0
     claims = json.loads((dest / "claims.json").read_text())
     drivers = {(c["driver"], c["metric"]) for c in claims}
@@ -212,20 +213,27 @@ def test_a_scheduled_replay_keeps_hundreds_of_requests_in_flight(
     srv.stop()
 
 
-def test_a_rebuild_read_grain_is_served_as_the_run_size(tmp_path: Path) -> None:
+def test_a_rebuild_is_served_with_the_experiments_dor(tmp_path: Path) -> None:
     from raidlab.storexp import serve_args
 
+    def served(tree: dict) -> tuple[str, str]:
+        args = serve_args(tree, tmp_path)
+        return args[args.index("--rebuild-executor") + 1], args[args.index("--rebuild-run-kib") + 1]
+
     tree = {"name": "reb", "disk": {"preset": "st3146807lc"}, "array": {"stripe_unit": 65536}, "rebuild": {"order": "pro"}}
-    # Unset: the store's own 1 MiB runs.
-    assert "--rebuild-run-kib" not in serve_args(tree, tmp_path)
+    # The simulator's defaults: 64 buffers, depth 2, a unit a read.
+    assert served(tree) == ("dor,buffers=64,depth=2", "64")
+    tree["rebuild"].update(buffers=32, depth=3)
     for units, kib in ((1, "64"), (4, "256"), (16, "1024"), (64, "1024")):
         tree["rebuild"]["read_units"] = units
-        args = serve_args(tree, tmp_path)
-        assert args[args.index("--rebuild-run-kib") + 1] == kib, (units, args)
+        assert served(tree) == ("dor,buffers=32,depth=3", kib), units
     tree["array"]["stripe_unit"] = 4096
     tree["rebuild"]["read_units"] = 1
-    args = serve_args(tree, tmp_path)
-    assert args[args.index("--rebuild-run-kib") + 1] == "4"
+    assert served(tree)[1] == "4"
+    tree["rebuild"]["executor"] = "sor"
+    with pytest.raises(Exception, match="executor") as e:
+        serve_args(tree, tmp_path)
+    assert getattr(e.value, "key", None) == "rebuild.executor"
 
 
 def test_a_rapid_backup_is_served_with_its_nvram_segment_buffers(tmp_path: Path) -> None:

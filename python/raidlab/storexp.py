@@ -168,12 +168,16 @@ def serve_args(tree: dict[str, Any], cell_dir: Path | None = None, connections: 
         args += ["--rebuild-order", str(rebuild.get("order", "sequential"))]
         if rebuild.get("rate", "full") != "full":
             raise _error(f"{tree.get('name')}: the store cell runs rebuilds at full rate only", "rebuild.rate")
-        if "read_units" in rebuild:
-            # The grain the experiment gives DOR's readers, as the store's rebuild runs (whole
-            # chunks, 4 KiB to 1 MiB); unset, the store keeps its own 1 MiB runs.
-            unit = int(tree.get("array", {}).get("stripe_unit", 65536))
-            kib = min(1024, max(4, int(rebuild["read_units"]) * unit // 1024))
-            args += ["--rebuild-run-kib", str(kib)]
+        executor = rebuild.get("executor", "dor")
+        if executor != "dor":
+            raise _error(f"{tree.get('name')}: the store cell runs executor = \"dor\" only, got {executor!r}", "rebuild.executor")
+        # The simulator's DOR state machine drives the store's rebuild with the experiment's
+        # buffers and depth; its readers merge up to `read_units` units (whole chunks, 4 KiB
+        # to 1 MiB).
+        unit = int(tree.get("array", {}).get("stripe_unit", 65536))
+        kib = min(1024, max(4, int(rebuild.get("read_units", 1)) * unit // 1024))
+        dor = f"dor,buffers={int(rebuild.get('buffers', 64))},depth={int(rebuild.get('depth', 2))}"
+        args += ["--rebuild-executor", dor, "--rebuild-run-kib", str(kib)]
     wc = tree.get("write_cache")
     if wc:
         args += ["--write-cache-mib", _mib_arg(int(wc["capacity_pages"]) * bs)]
@@ -475,8 +479,10 @@ def reproduce_store(plan: Any, name: str, out_dir: Path, console: Console) -> Pa
     drivers = [STORE_SIM, *([STORE_SIM_MATCHED] if matched else []), STORE]
     for i, tree in enumerate(todo):
         flat = api.flatten({k: v for k, v in tree.items() if k not in ("events", "name")})
-        # What the cell computes: the config without its labels and presentation.
-        key = json.dumps({k: v for k, v in tree.items() if k not in ("name", "report")}, sort_keys=True)
+        # What the cell computes: the config without its labels and presentation, and the
+        # options the store is served with (how the config maps onto the store can change).
+        config = {k: v for k, v in tree.items() if k not in ("name", "report")}
+        key = json.dumps({**config, "serve": serve_args(tree, Path("cell"), workers)}, sort_keys=True)
         for driver in drivers:
             t = time.monotonic()
             before = measured_before(done, key) if driver == STORE else None
