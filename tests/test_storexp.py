@@ -100,6 +100,9 @@ def test_a_tiny_store_cell_runs_beside_its_simulator_prediction(tmp_path: Path) 
     sim = cells[cells["driver"] == "store-sim"].set_index("rebuild.order")
     assert (store["errors"] == 0).all()
     assert store["rebuild_done"].all()
+    # The rows read twice by the disk-oriented rebuild (a write between a job's reads): at
+    # most the 256 rows of a 16 MiB member.
+    assert store["rebuild_rows_reread"].between(0, 256).all()
     # The same arrivals (the core's schedule, same seed) reach both drivers: 6 s at 10 ms.
     assert (store["completed"] == sim.loc[store["rebuild.order"], "completed"].to_numpy()).all()
     for _, row in store.iterrows():

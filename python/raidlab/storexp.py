@@ -373,6 +373,8 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         m.update(_latency(during, "during_latency"))
         util = [mm["timing"]["utilization"] for mm in (status_end or final)["members"] if mm.get("timing")]
         m["store_util_mean"] = sum(util) / len(util) if util else math.nan
+        # Rows the disk-oriented rebuild read twice: a user write fell between a job's reads.
+        m["rebuild_rows_reread"] = ((status_end or final).get("last_rebuild") or {}).get("rows_reread", 0)
     elif "rebuild_start" in marks:
         m["rebuild_done"] = False
     timed = [mm["timing"] for mm in final["members"] if mm.get("timing")]

@@ -386,7 +386,8 @@ impl Controller {
         };
         crate::info!(
             { "slot": slot, "device": name, "rows": rows, "bytes": report.bytes,
-              "member_bytes": report.member_bytes, "partial_regions": report.partial_regions },
+              "member_bytes": report.member_bytes, "partial_regions": report.partial_regions,
+              "rows_reread": report.rows_reread },
             "rebuild of slot {slot} onto {name} complete ({what}{rows} rows, {} of {} bytes written)",
             report.bytes, report.member_bytes
         );

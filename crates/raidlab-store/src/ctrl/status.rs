@@ -21,6 +21,8 @@ fn timing_json(t: &TimingStatus) -> Value {
         "queue_now": t.queue_now,
         "utilization": t.utilization,
         "seek_cylinders": t.device.seek_cylinders,
+        // Summed over started operations: how many were waiting when each was chosen.
+        "choices": t.device.choices,
         // Operations started per priority class: foreground, destage, rebuild, background,
         // and their total waits (submission to start of service), microseconds.
         "class_ops": t.device.class_ops,

@@ -73,6 +73,10 @@ pub struct DeviceStats {
     pub seek_cylinders: u64,
     /// Largest number of operations present at once.
     pub queue_max: u64,
+    /// Operations waiting to start when each operation was chosen to start (itself
+    /// included), summed: divided by `ops`, how many the scheduler chose among on average
+    /// (1: no choice). Its order can only be as good as its choice.
+    pub choices: u64,
     pub buffer_hits: u64,
     /// Operations started, by class (index: `Class as usize`).
     pub class_ops: [u64; Class::COUNT],
@@ -237,19 +241,25 @@ impl Device {
             match self.direct.take() {
                 Some(q) => {
                     debug_assert!(self.queue.is_empty());
-                    q
+                    (q, 1)
                 }
-                None => self.queue.pop(self.model.head_position(), now_ns)?,
+                None => {
+                    let waiting = self.queue.len() as u64;
+                    (self.queue.pop(self.model.head_position(), now_ns)?, waiting)
+                }
             }
         } else {
             self.fill(now_ns);
             if self.in_service >= self.parallelism {
                 return None;
             }
+            let waiting = self.held.len() as u64;
             let i = self.pick_held(now_ns)?;
             // Keeps the held order (the SPTF tie rule); ncq is small.
-            self.held.remove(i)
+            (self.held.remove(i), waiting)
         };
+        let (q, waiting) = q;
+        self.stats.choices += waiting;
         Some(self.serve(q, now_ns))
     }
 

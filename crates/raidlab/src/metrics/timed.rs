@@ -20,6 +20,8 @@ pub struct DiskMetrics {
     pub queue_max: u64,
     /// Mean cylinders moved per operation.
     pub seek_cylinders_mean: f64,
+    /// Mean operations waiting when one was chosen to start (`DeviceStats::choices`).
+    pub choices_mean: f64,
     pub buffer_hits: u64,
 }
 
@@ -161,6 +163,7 @@ impl TimedMetrics {
             "disk_seek_cylinders_mean".into(),
             col(&|d| json!(d.seek_cylinders_mean)),
         );
+        m.insert("disk_choices_mean".into(), col(&|d| json!(d.choices_mean)));
         m.insert("disk_buffer_hits".into(), col(&|d| json!(d.buffer_hits)));
         let busiest = self
             .disks

@@ -138,6 +138,8 @@ fn constant_model_timeline() {
     assert_eq!(st.queue_area, 2 + 4 + 18 + 20 + 20);
     assert_eq!((st.ops, st.read_sectors, st.write_sectors), (3, 16, 8));
     assert_eq!(st.queue_max, 3);
+    // Choices: A started alone (1), C was chosen from B and C (2), B alone (1).
+    assert_eq!(st.choices, 1 + 2 + 1);
     assert_eq!(st.class_ops, [2, 1, 0, 0]);
     // Waits: A 0, C 10 - 4, B 20 - 2.
     assert_eq!(st.class_wait_ns, [6, 18, 0, 0]);

@@ -541,6 +541,11 @@ impl<'e> Sim<'e> {
                     } else {
                         st.seek_cylinders as f64 / st.ops as f64
                     },
+                    choices_mean: if st.ops == 0 {
+                        0.0
+                    } else {
+                        st.choices as f64 / st.ops as f64
+                    },
                     buffer_hits: st.buffer_hits,
                 }
             })
