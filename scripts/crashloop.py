@@ -166,6 +166,8 @@ class Totals:
     lost: int = 0
     corrupt: int = 0
     mismatched_rows: int = 0
+    # Restarts that found a rebuild to resume (the kill came while one was running).
+    rebuilds_resumed: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -305,6 +307,7 @@ def crashloop(
     root: Path | None = None,
     serve_args: list[str] | None = None,
     fail_slot: int | None = None,
+    spares: int = 0,
 ) -> Totals:
     if serve_args and "--backup" in serve_args and serve_args[serve_args.index("--backup") + 1] == "none":
         raise ValueError("--backup none is volatile: a crash may lose answered writes by design")
@@ -312,7 +315,7 @@ def crashloop(
     base = Path(tempfile.mkdtemp(prefix="raidlab-crashloop-", dir=root))
     arr = base / "arr"
     log = base / "serve.log"
-    subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "16KiB", "--size", size, "--bitmap-chunk", "16KiB"], check=True, capture_output=True, timeout=120)
+    subprocess.run([*RAIDLAB, "array", "create", str(arr), "--level", level, "--disks", str(disks), "--chunk", "16KiB", "--size", size, "--bitmap-chunk", "16KiB", "--spares", str(spares)], check=True, capture_output=True, timeout=120)
     led, tot = Ledger(), Totals()
     port = free_port()
     server = start_server(arr, port, log, serve_args)
@@ -331,6 +334,8 @@ def crashloop(
             tot.in_flight_at_kill += inflight
             port = free_port()
             server = start_server(arr, port, log, serve_args)
+            if ctl(arr, {"cmd": "status"})["rebuild"] is not None:
+                tot.rebuilds_resumed += 1
             for _ in range(6000):  # bounded wait for the background resync (<= 60 s)
                 if ctl(arr, {"cmd": "status"})["resync"]["pending_regions"] == 0:
                     break
@@ -363,10 +368,13 @@ def main() -> int:
     ap.add_argument("--destage", default="stow", help="destage order: lrw, cscan, wow or stow")
     ap.add_argument("--log-mode", default="physical", help="physical or logical (with --backup log)")
     ap.add_argument("--fail-slot", type=int, default=None, help="fail this member before the first run")
+    ap.add_argument("--spares", type=int, default=0, help="hot spares: with --fail-slot, the runs kill the server during the rebuild")
+    ap.add_argument("--serve", default="", help="more serve options, space-separated (e.g. the rebuild's executor and rate)")
     args = ap.parse_args()
     extra: list[str] = []
     if args.write_cache_mib:
         extra = ["--write-cache-mib", str(args.write_cache_mib), "--backup", args.backup, "--destage", args.destage, "--log-mode", args.log_mode]
+    extra += args.serve.split()
     tot = crashloop(
         args.runs,
         args.level,
@@ -376,6 +384,7 @@ def main() -> int:
         root=Path("/dev/shm") if os.path.isdir("/dev/shm") else None,
         serve_args=extra,
         fail_slot=args.fail_slot,
+        spares=args.spares,
     )
     if args.json:
         print(json.dumps(tot.__dict__))

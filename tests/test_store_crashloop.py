@@ -41,3 +41,20 @@ def test_sigkill_with_a_write_cache_loses_no_acknowledged_write(
     assert tot.runs == runs and tot.writes_acked >= 10 * runs and tot.in_flight_at_kill > 0, tot
     assert tot.problems == [], tot.problems[:5]
     assert (tot.lost, tot.corrupt, tot.mismatched_rows) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("executor", ["dor,buffers=8", "runs"])
+def test_sigkill_during_a_rebuild_loses_no_acknowledged_write(tmp_path: Path, executor: str) -> None:
+    """Killed while a member is rebuilt onto a spare (paced to 16-32 KiB/s, so every kill
+    falls inside it): each restart resumes the rebuild from its checkpoint, and every
+    acknowledged write reads back, whichever executor rebuilds (the disk-oriented one reads
+    a row's survivors without holding the row)."""
+    shm = Path("/dev/shm")
+    extra = ["--rebuild-executor", executor, "--rebuild-run-kib", "16", "--rebuild-min-kib", "16", "--rebuild-max-kib", "32"]
+    tot = crashloop.crashloop(
+        3, "raid5", 5, seed=13, qd=8, size="2MiB", root=shm if shm.is_dir() else tmp_path, serve_args=extra, fail_slot=2, spares=1
+    )
+    assert tot.runs == 3 and tot.writes_acked >= 30 and tot.in_flight_at_kill > 0, tot
+    assert tot.rebuilds_resumed == 3, tot
+    assert tot.problems == [], tot.problems[:5]
+    assert (tot.lost, tot.corrupt, tot.mismatched_rows) == (0, 0, 0)

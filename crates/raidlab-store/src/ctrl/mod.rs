@@ -523,9 +523,13 @@ impl Controller {
         let mut last_clear = crate::sync::Instant::now();
         while !self.stopping() {
             let mut busy = false;
-            match self.rebuild_step(16) {
+            // A paced rebuild's wait is slept only when nothing else is to be done: slept
+            // here, it held the resync of a crash's dirty regions to one region per wait
+            // (128 regions took 10 s under a rebuild paced to 32 KiB/s).
+            let mut nap = std::time::Duration::from_millis(20);
+            match self.rebuild_step_waiting(16, false) {
                 Some(wait) if wait.is_zero() => busy = true,
-                Some(wait) => thread::sleep(wait),
+                Some(wait) => nap = nap.min(wait),
                 None => {
                     if self.opts.auto_rebuild && self.maybe_start_rebuild() {
                         busy = true;
@@ -541,7 +545,7 @@ impl Controller {
                 last_clear = crate::sync::Instant::now();
             }
             if !busy {
-                thread::sleep(std::time::Duration::from_millis(20));
+                thread::sleep(nap);
             }
         }
     }

@@ -267,8 +267,19 @@ impl Controller {
     /// With the disk-oriented executor a call carries out one of its actions (`units_max`
     /// does not apply; `rebuild_dor.rs`).
     pub fn rebuild_step(&self, units_max: u32) -> Option<Duration> {
+        self.rebuild_step_waiting(units_max, true)
+    }
+
+    /// [`Controller::rebuild_step`]; with `wait_for_work` false the disk-oriented executor
+    /// returns at once when it has no action to take (the wait it would have made), so the
+    /// caller can do other work meanwhile.
+    pub(crate) fn rebuild_step_waiting(
+        &self,
+        units_max: u32,
+        wait_for_work: bool,
+    ) -> Option<Duration> {
         if let super::RebuildExecutor::Dor { buffers, depth } = self.opts.rebuild_executor {
-            return self.dor_step(buffers, depth);
+            return self.dor_step(buffers, depth, wait_for_work);
         }
         let run_max = self.run_units_max();
         let mut units_left = units_max;

@@ -113,8 +113,14 @@ impl Controller {
 
     /// One step of a disk-oriented rebuild: take one action the executor asks for, carry it
     /// out and report it (which asks for the next ones). With nothing to take, waits up to
-    /// 20 ms for another thread's report. Returns as `rebuild_step` does.
-    pub(super) fn dor_step(&self, buffers: u32, depth: u32) -> Option<Duration> {
+    /// 20 ms for another thread's report (or, without `wait_for_work`, returns that wait
+    /// at once). Returns as `rebuild_step` does.
+    pub(super) fn dor_step(
+        &self,
+        buffers: u32,
+        depth: u32,
+        wait_for_work: bool,
+    ) -> Option<Duration> {
         let (taken, slot, id) = {
             let st = self.read_state();
             let mut guard = self.rebuild.lock().ok()?;
@@ -185,6 +191,9 @@ impl Controller {
                         })
                         .min(Duration::from_millis(100));
                     drop(st);
+                    if !wait_for_work {
+                        return Some(wait.max(Duration::from_micros(1)));
+                    }
                     drop(crate::sync::wait_timeout(
                         &self.rebuild_cv,
                         &self.rebuild,
