@@ -109,38 +109,16 @@ def test_create_examine_serve_ctl_round_trip(tmp_path: Path, store_servers: Serv
     srv.stop()
 
 
-def test_rebuild_in_unit_sized_runs_restores_every_byte(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
-    """``--rebuild-run-kib 64`` (one 64 KiB chunk): the rebuild reads a unit per operation
-    (stripe-oriented, four rows in flight) and still restores every byte; it is saved with
-    ``--save-config`` like the other serve options."""
+def _rebuild_onto_a_spare(tmp_path: Path, store_servers: ServerPool, *serve: str) -> dict:  # noqa: F811
+    """Serve a RAID-5 of 5 with a spare and ``serve`` options (saved with ``--save-config``),
+    write two patterns, fail a member, wait for the rebuild and read the patterns back;
+    returns ``last_rebuild``."""
     d = tmp_path / "arr"
     create_array(d, "raid5", 5, size="4MiB", spares=1)
-    srv = store_servers.start(d, "--rebuild-run-kib", "64", "--save-config")
-    assert "rebuild-run-kib = 64" in (d / "raidlab.toml").read_text()
-    if shutil.which("qemu-io"):
-        qemu_io(srv.uri, "write -P 0x5a 0 2M", "write -P 0xc3 14M 2M")
-    assert "fail: ok" in one_line(cli_ok("ctl", d, "fail", "1"))
-
-    def rebuilt() -> bool:
-        s = status(d)
-        return s["rebuild"] is None and all(m["state"] == "in_sync" for m in s["members"])
-
-    wait_until(rebuilt, 60, "the rebuild onto the spare")
-    assert status(d)["last_rebuild"]["kind"] == "full"
-    if shutil.which("qemu-io"):
-        qemu_io(srv.uri, "read -P 0x5a 0 2M", "read -P 0xc3 14M 2M")
-    assert check(d)["mismatches"] == 0
-    srv.stop()
-
-
-def test_a_disk_oriented_rebuild_restores_every_byte(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
-    """``--rebuild-executor dor``: the simulator's DOR state machine drives the rebuild (a
-    reader per survivor, one 64 KiB unit a read here); every byte comes back, the parity
-    checks clean, and with no writes during the rebuild no row is read twice."""
-    d = tmp_path / "arr"
-    create_array(d, "raid5", 5, size="4MiB", spares=1)
-    srv = store_servers.start(d, "--rebuild-executor", "dor,buffers=16", "--rebuild-run-kib", "64", "--save-config")
-    assert 'rebuild-executor = "dor,buffers=16"' in (d / "raidlab.toml").read_text()
+    srv = store_servers.start(d, *serve, "--save-config")
+    saved = (d / "raidlab.toml").read_text()
+    for key, value in zip(serve[::2], serve[1::2]):
+        assert f"{key[2:]} = " in saved and value in saved, saved
     if shutil.which("qemu-io"):
         qemu_io(srv.uri, "write -P 0x5a 0 2M", "write -P 0xc3 14M 2M")
     assert "fail: ok" in one_line(cli_ok("ctl", d, "fail", "1"))
@@ -151,11 +129,27 @@ def test_a_disk_oriented_rebuild_restores_every_byte(tmp_path: Path, store_serve
 
     wait_until(rebuilt, 60, "the rebuild onto the spare")
     last = status(d)["last_rebuild"]
-    assert (last["kind"], last["rows"], last["rows_reread"]) == ("full", 64, 0)
     if shutil.which("qemu-io"):
         qemu_io(srv.uri, "read -P 0x5a 0 2M", "read -P 0xc3 14M 2M")
     assert check(d)["mismatches"] == 0
     srv.stop()
+    return dict(last)
+
+
+def test_rebuild_in_unit_sized_runs_restores_every_byte(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    """``--rebuild-run-kib 64`` (one 64 KiB chunk): the rebuild reads a unit per operation
+    (stripe-oriented, four rows in flight) and still restores every byte; it is saved with
+    ``--save-config`` like the other serve options."""
+    last = _rebuild_onto_a_spare(tmp_path, store_servers, "--rebuild-run-kib", "64")
+    assert (last["kind"], last["rows"]) == ("full", 64)
+
+
+def test_a_disk_oriented_rebuild_restores_every_byte(tmp_path: Path, store_servers: ServerPool) -> None:  # noqa: F811
+    """``--rebuild-executor dor``: the simulator's DOR state machine drives the rebuild (a
+    reader per survivor, one 64 KiB unit a read here); every byte comes back, the parity
+    checks clean, and with no writes during the rebuild no row is read twice."""
+    last = _rebuild_onto_a_spare(tmp_path, store_servers, "--rebuild-executor", "dor,buffers=16", "--rebuild-run-kib", "64")
+    assert (last["kind"], last["rows"], last["rows_reread"]) == ("full", 64, 0)
 
 
 @pytest.mark.parametrize(

@@ -64,18 +64,15 @@ fn make_fixture(tag: &'static str, cfg: Cfg) -> std::sync::Arc<Fixture> {
 }
 
 fn run(tag: &'static str, level: Level, disks: u32, mode: Mode, start: Start) -> Tally {
-    run_focus(tag, level, disks, mode, start, Focus::Mix)
-}
-
-fn run_focus(
-    tag: &'static str,
-    level: Level,
-    disks: u32,
-    mode: Mode,
-    start: Start,
-    focus: Focus,
-) -> Tally {
-    run_cfg(tag, level, disks, mode, start, focus, RebuildExecutor::Runs)
+    run_cfg(
+        tag,
+        level,
+        disks,
+        mode,
+        start,
+        Focus::Mix,
+        RebuildExecutor::Runs,
+    )
 }
 
 fn run_cfg(
@@ -177,7 +174,15 @@ macro_rules! focus_case {
     ($name:ident, $level:expr, $disks:expr, $mode:expr, $start:expr, $focus:expr) => {
         #[test]
         fn $name() {
-            run_focus(stringify!($name), $level, $disks, $mode, $start, $focus);
+            run_cfg(
+                stringify!($name),
+                $level,
+                $disks,
+                $mode,
+                $start,
+                $focus,
+                RebuildExecutor::Runs,
+            );
         }
     };
 }
