@@ -267,22 +267,22 @@ overhead_ms = 0.3
 #[test]
 fn timed_results_are_unchanged() {
     let cases: [(&str, String, u64); 9] = [
-        ("bench open", bench(20_000, ""), 0x2b81_c149_9b1a_5bf1),
+        ("bench open", bench(20_000, ""), 0x44d8_8404_ed2b_aef5),
         (
             "bench closed 64",
             bench(20_000, "driver = \"closed\"\noutstanding = 64"),
-            0x289b_cddc_3ca2_3db8,
+            0x4918_aa80_82e9_29d0,
         ),
-        ("stow closed", STOW_CLOSED.into(), 0xd55a_b596_c045_a681),
-        ("wow ramp", WOW_RAMP.into(), 0x2079_54af_2da1_1020),
-        ("vdf rebuild", VDF_REBUILD.into(), 0x6f03_5e45_03d5_784d),
-        ("pro rebuild", PRO_REBUILD.into(), 0x2323_1571_1ae2_b3da),
-        ("rapid logical", RAPID_LOGICAL.into(), 0x513a_2dd9_a654_f6bb),
-        ("ncq sptf", NCQ_SPTF.into(), 0xf7c7_77b9_292d_e000),
+        ("stow closed", STOW_CLOSED.into(), 0xbb4c_1144_891a_0ed7),
+        ("wow ramp", WOW_RAMP.into(), 0x0dbb_cbe6_9bbb_d9a9),
+        ("vdf rebuild", VDF_REBUILD.into(), 0xa6b4_0078_d3b3_2483),
+        ("pro rebuild", PRO_REBUILD.into(), 0x771d_1a06_7080_66a8),
+        ("rapid logical", RAPID_LOGICAL.into(), 0x3788_0f9e_b4d9_6c7e),
+        ("ncq sptf", NCQ_SPTF.into(), 0x2407_2fdb_1029_ee25),
         (
             "sstf read-ahead",
             SSTF_READ_AHEAD.into(),
-            0x9552_c98a_c6be_e525,
+            0xae8a_56d0_618d_681d,
         ),
     ];
     let mut wrong = Vec::new();
