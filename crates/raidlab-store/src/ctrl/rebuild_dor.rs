@@ -336,15 +336,22 @@ impl Controller {
         mut jobs: Vec<DorJob>,
     ) {
         let (marked, reread) = match self.dor_write_rows(slot, id, unit, count, &mut jobs) {
-            Ok(Some(marked)) => (marked, 0),
-            // Rebuild them again under their locks, as a run does.
-            Ok(None) => match self.rebuild_run(slot, unit, count, id) {
-                Ok(marked) => (marked, u64::from(count)),
-                Err(f) => {
-                    let _ = self.fail_device(&f, "I/O error during rebuild");
-                    (0, u64::from(count))
+            Ok((mut marked, redo)) => {
+                // Rebuild the rows that must be read again under their locks, as a run does
+                // (the write's shared hold of them is let go by now).
+                let mut reread = 0u64;
+                for (at, len) in redo {
+                    reread += u64::from(len);
+                    match self.rebuild_run(slot, at, len, id) {
+                        Ok(m) => marked += m,
+                        Err(f) => {
+                            let _ = self.fail_device(&f, "I/O error during rebuild");
+                            break;
+                        }
+                    }
                 }
-            },
+                (marked, reread)
+            }
             Err(f) => {
                 let _ = self.fail_device(&f, "I/O error during rebuild");
                 (0, 0)
@@ -361,9 +368,11 @@ impl Controller {
     }
 
     /// Solve and write rows `first..first + count` from the sources their jobs read, under
-    /// the rows' shared locks, and mark them rebuilt. `Ok(None)` when they must be read
-    /// again: a writer held one of the rows since its job's first read, a read failed, a
-    /// row's plan now reads other members, or one was rebuilt already.
+    /// the rows' shared locks, and mark them rebuilt. Returns the rows marked and the
+    /// stretches of rows that must be read again instead: a writer held the row since its
+    /// job's first read, a read failed, its plan now reads other members, or it was rebuilt
+    /// already. Only those are read again; the others are written from what was read (one
+    /// touched row among 16 merged ones used to send all 16 back to their disks).
     fn dor_write_rows(
         &self,
         slot: u32,
@@ -371,64 +380,74 @@ impl Controller {
         first: u64,
         count: u32,
         jobs: &mut [DorJob],
-    ) -> Result<Option<u64>, Fault> {
+    ) -> Result<(u64, Vec<(u64, u32)>), Fault> {
         let last = first + u64::from(count) - 1;
         let unit_bytes = self.geo.blocks_per_stripe_unit() as usize * BLOCK;
         let _rows = self.locks.share(first, last);
         let (plans, target) = {
             let st = self.read_state();
             let Some(map) = st.array.rebuilding(slot) else {
-                return Ok(Some(0));
+                return Ok((0, Vec::new()));
             };
             if !self.job_is(id) {
-                return Ok(Some(0));
+                return Ok((0, Vec::new()));
             }
             let Some(plans) = self.row_plans(&st, map, slot, first, last) else {
-                return Ok(Some(0));
+                return Ok((0, Vec::new()));
             };
             (plans, st.devs[slot as usize].clone())
         };
-        let consistent = plans.iter().zip(jobs.iter()).all(|(plan, dj)| {
-            let read: Vec<u32> = (0..dj.bufs.len() as u32)
-                .filter(|&d| dj.bufs[d as usize].is_some())
-                .collect();
-            !plan.done
-                && !dj.failed
-                && read == plan.reads
-                && dj.holds % 2 == 0
-                && self.locks.holds(dj.unit) == dj.holds
-        });
-        if !consistent {
-            return Ok(None);
-        }
-        let mut out = vec![0u8; unit_bytes * count as usize];
-        for ((plan, dj), dst) in plans
+        let consistent: Vec<bool> = plans
             .iter()
-            .zip(jobs.iter_mut())
-            .zip(out.chunks_mut(unit_bytes))
-        {
-            // The row's members in plan order: the units read, and a zeroed unit for each
-            // one solved (the target's is then copied to `dst`).
-            let mut units: Vec<Vec<u8>> = plan
-                .order
+            .zip(jobs.iter())
+            .map(|(plan, dj)| {
+                let read: Vec<u32> = (0..dj.bufs.len() as u32)
+                    .filter(|&d| dj.bufs[d as usize].is_some())
+                    .collect();
+                !plan.done
+                    && !dj.failed
+                    && read == plan.reads
+                    && dj.holds % 2 == 0
+                    && self.locks.holds(dj.unit) == dj.holds
+            })
+            .collect();
+        let (mut marked, mut redo) = (0u64, Vec::new());
+        let mut i = 0usize;
+        // Bounded: each pass consumes at least one row of `count`.
+        while i < plans.len() {
+            let (start, good) = (i, consistent[i]);
+            while i < plans.len() && consistent[i] == good {
+                i += 1;
+            }
+            let at = first + start as u64;
+            if !good {
+                redo.push((at, (i - start) as u32));
+                continue;
+            }
+            let mut out = vec![0u8; unit_bytes * (i - start)];
+            for ((plan, dj), dst) in plans[start..i]
                 .iter()
-                .map(|&d| {
-                    dj.bufs[d as usize]
-                        .take()
-                        .unwrap_or_else(|| vec![0u8; unit_bytes])
-                })
-                .collect();
-            let mut chunks: Vec<&mut [u8]> = units.iter_mut().map(Vec::as_mut_slice).collect();
-            self.solve_row(plan, &mut chunks);
-            dst.copy_from_slice(chunks[plan.target_at]);
+                .zip(jobs[start..i].iter_mut())
+                .zip(out.chunks_mut(unit_bytes))
+            {
+                // The row's members in plan order: the units read, and a zeroed unit for
+                // each one solved (the target's is then copied to `dst`).
+                let mut units: Vec<Vec<u8>> = plan
+                    .order
+                    .iter()
+                    .map(|&d| {
+                        dj.bufs[d as usize]
+                            .take()
+                            .unwrap_or_else(|| vec![0u8; unit_bytes])
+                    })
+                    .collect();
+                let mut chunks: Vec<&mut [u8]> = units.iter_mut().map(Vec::as_mut_slice).collect();
+                self.solve_row(plan, &mut chunks);
+                dst.copy_from_slice(chunks[plan.target_at]);
+            }
+            self.member_write(slot, target.as_ref(), self.geo.row_block(at), &out)?;
+            marked += self.mark_rebuilt_if_current(slot, target.as_ref(), id, at, &plans[start..i]);
         }
-        self.member_write(slot, target.as_ref(), self.geo.row_block(first), &out)?;
-        Ok(Some(self.mark_rebuilt_if_current(
-            slot,
-            target.as_ref(),
-            id,
-            first,
-            &plans,
-        )))
+        Ok((marked, redo))
     }
 }

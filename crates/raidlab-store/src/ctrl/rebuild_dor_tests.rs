@@ -65,6 +65,37 @@ fn a_write_between_a_jobs_reads_has_its_row_read_again() {
     assert_eq!(c.check().mismatches, 0);
 }
 
+/// With 16-unit reads a write merges 16 jobs. A user write to row 3 between the first
+/// survivor's read of rows 0-15 and the others' sends only row 3 back to its disks: rows
+/// 0-2 and 4-15 are written from what was read (two writes), row 3 by a run under its lock
+/// (one read per survivor, one write), and the other 48 rows as three writes of 16.
+#[test]
+fn only_the_touched_row_of_a_merged_write_is_read_again() {
+    let (c, members, spare, mut data) = degraded_with(64, dor(64, 2, 1 << 20));
+    let before: Vec<u64> = members.iter().map(|m| m.ops()).collect();
+    let spare_before = spare.ops();
+    assert!(c.maybe_start_rebuild());
+    assert_eq!(c.rebuild_step(1), Some(std::time::Duration::ZERO));
+    // Row 3's first data block: 3 rows of 3 data units of 16 KiB in.
+    let at = 3 * 3 * CHUNK as usize;
+    let fresh = vec![0xC3u8; 4096];
+    c.write(at as u64, &fresh, false).unwrap();
+    data[at..at + 4096].copy_from_slice(&fresh);
+    let written = spare.ops() - spare_before;
+    rebuild_to_end(&c);
+    let report = c.last_rebuild().unwrap();
+    assert_eq!((report.rows, report.rows_reread), (64, 1));
+    assert_eq!(spare.ops() - spare_before - written, 2 + 1 + 3);
+    for (slot, m) in members.iter().enumerate().filter(|(s, _)| *s != 2) {
+        // 4 merged reads and row 3's, plus the user write's (read-modify-write) if it
+        // touched this member.
+        let ops = m.ops() - before[slot];
+        assert!((5..=7).contains(&ops), "survivor {slot}: {ops}");
+    }
+    assert_eq!(read_all(&c), data);
+    assert_eq!(c.check().mismatches, 0);
+}
+
 /// Threads as `serve` runs them: a rebuild under concurrent writers ends with the data
 /// every writer left and clean parity, whatever the interleaving.
 #[test]
