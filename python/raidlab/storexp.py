@@ -385,6 +385,10 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
     m["store_util_end_mean"] = sum(t["utilization"] for t in timed) / len(timed) if timed else math.nan
     m["store_service_us_mean"] = sum(t["service_us_mean"] for t in timed) / len(timed) if timed else math.nan
     m["store_wait_us_mean"] = sum(t["wait_us_mean"] for t in timed) / len(timed) if timed else math.nan
+    # Requests that waited for a stripe row another held (the timed engine has no row locks).
+    locks = final.get("row_locks") or {}
+    m["store_row_lock_waits"] = locks.get("waits", 0)
+    m["store_row_lock_wait_ms"] = locks.get("wait_ms", 0.0)
     wc = final.get("write_cache") or {}
     # The cells inject no cache failure (a `fail_cache` event is refused), so a backup that is
     # not in use at the end was lost by the store itself: the cell measured write-through

@@ -20,8 +20,12 @@
 //! times on different disks without holding the row (a held row would wait on other rows'
 //! jobs); it notes the count before its first read and, holding the row shared for its
 //! write, finds out whether any writer came in between.
+//!
+//! The table counts its contention: how many takings found a bucket held and had to wait,
+//! and for how long in all (`ctl status`'s `row_locks`). The timed engine has no row locks,
+//! so this is the store's time a simulator cannot predict.
 
-use crate::sync::{AtomicU64, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::sync::{AtomicU64, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 /// Buckets in the table: enough that independent 4 KiB writes rarely collide.
 const BUCKETS: usize = 4096;
@@ -32,6 +36,21 @@ pub struct StripeLocks {
     table: Vec<RwLock<()>>,
     /// Per bucket: exclusive holds started plus holds ended (odd while one is held).
     holds: Vec<AtomicU64>,
+    /// Takings (one per call) that found one of their buckets held and waited.
+    waits: AtomicU64,
+    /// Wall time those takings waited, in nanoseconds (real time, also under the scheduler,
+    /// whose virtual clock must not be advanced by a counter).
+    wait_ns: AtomicU64,
+    /// Calls to `lock` and `share`.
+    takings: AtomicU64,
+}
+
+/// The table's contention so far (see the module's text).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Contention {
+    pub takings: u64,
+    pub waits: u64,
+    pub wait_ns: u64,
 }
 
 /// The held buckets; dropping it releases them.
@@ -62,6 +81,9 @@ impl Default for StripeLocks {
         StripeLocks {
             table: (0..BUCKETS).map(|_| RwLock::new(())).collect(),
             holds: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            waits: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
+            takings: AtomicU64::new(0),
         }
     }
 }
@@ -87,10 +109,15 @@ impl StripeLocks {
         // A poisoned bucket only means another request panicked while holding it; the lock
         // protects no data of its own, so carry on.
         let buckets = Self::buckets(first, last);
-        let guards = buckets
-            .iter()
-            .map(|&b| self.table[b].write().unwrap_or_else(|e| e.into_inner()))
-            .collect();
+        let guards = self.take(
+            &buckets,
+            |b| match self.table[b].try_write() {
+                Ok(g) => Ok(g),
+                Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+                Err(TryLockError::WouldBlock) => Err(()),
+            },
+            |b| self.table[b].write().unwrap_or_else(|e| e.into_inner()),
+        );
         for &b in &buckets {
             self.holds[b].fetch_add(1, Ordering::SeqCst);
         }
@@ -115,12 +142,52 @@ impl StripeLocks {
 
     /// Lock rows `first..=last` shared (to read their survivors).
     pub fn share(&self, first: u64, last: u64) -> RowGuard<'_> {
-        RowGuard::Shared(
-            Self::buckets(first, last)
-                .into_iter()
-                .map(|b| self.table[b].read().unwrap_or_else(|e| e.into_inner()))
-                .collect(),
-        )
+        let buckets = Self::buckets(first, last);
+        RowGuard::Shared(self.take(
+            &buckets,
+            |b| match self.table[b].try_read() {
+                Ok(g) => Ok(g),
+                Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+                Err(TryLockError::WouldBlock) => Err(()),
+            },
+            |b| self.table[b].read().unwrap_or_else(|e| e.into_inner()),
+        ))
+    }
+
+    /// Take `buckets` in order: each first without waiting (`try_take`), and if it is held,
+    /// waiting (`take`); a call that waited at all counts once, with its whole wait.
+    fn take<G>(
+        &self,
+        buckets: &[usize],
+        try_take: impl Fn(usize) -> Result<G, ()>,
+        take: impl Fn(usize) -> G,
+    ) -> Vec<G> {
+        self.takings.fetch_add(1, Ordering::Relaxed);
+        let mut waited: Option<std::time::Instant> = None;
+        let guards = buckets
+            .iter()
+            .map(|&b| {
+                try_take(b).unwrap_or_else(|()| {
+                    waited.get_or_insert_with(std::time::Instant::now);
+                    take(b)
+                })
+            })
+            .collect();
+        if let Some(t0) = waited {
+            self.waits.fetch_add(1, Ordering::Relaxed);
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+        }
+        guards
+    }
+
+    /// Contention so far.
+    pub fn contention(&self) -> Contention {
+        Contention {
+            takings: self.takings.load(Ordering::Relaxed),
+            waits: self.waits.load(Ordering::Relaxed),
+            wait_ns: self.wait_ns.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -165,6 +232,39 @@ mod tests {
         assert!(locks.table[5].try_read().is_err());
         drop(w);
         assert!(locks.table[5].try_write().is_ok());
+    }
+
+    #[test]
+    fn a_taking_that_finds_its_bucket_held_counts_one_wait_and_its_time() {
+        let locks = std::sync::Arc::new(StripeLocks::default());
+        let w = locks.lock(3, 4);
+        let _r = locks.share(9, 9);
+        assert_eq!(
+            locks.contention(),
+            Contention {
+                takings: 2,
+                waits: 0,
+                wait_ns: 0
+            }
+        );
+        let l = locks.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            drop(l.share(2, 4))
+        });
+        // The waiter blocks until the hold ends, which this thread decides once the waiter
+        // has run up to its taking.
+        rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(w);
+        waiter.join().unwrap();
+        let c = locks.contention();
+        assert_eq!((c.takings, c.waits), (3, 1));
+        assert!(c.wait_ns >= 10_000_000, "waited {} ns", c.wait_ns);
+        // A shared taking of a shared-held bucket does not wait.
+        drop(locks.share(9, 9));
+        assert_eq!(locks.contention().waits, 1);
     }
 
     #[test]

@@ -115,6 +115,7 @@ impl Controller {
             })
         });
         let write_cache = self.front_status.get().and_then(|f| f());
+        let locks = self.locks.contention();
         let st = self.read_state();
         let members: Vec<Value> = (0..self.shape.disks)
             .map(|s| {
@@ -165,6 +166,11 @@ impl Controller {
             "rebuild": rebuild,
             "last_rebuild": last_rebuild,
             "resync": resync,
+            "row_locks": json!({
+                "takings": locks.takings,
+                "waits": locks.waits,
+                "wait_ms": locks.wait_ns as f64 / 1e6,
+            }),
             "row_writes": json!({
                 "rows": self.row_writes.load(std::sync::atomic::Ordering::Relaxed),
                 "member_ops": self.row_plan_ops.load(std::sync::atomic::Ordering::Relaxed),

@@ -480,3 +480,36 @@ fn a_failed_preflush_fails_the_member() {
     assert_eq!(c.slot_states()[1], SlotState::Failed);
     assert_eq!(c.slot_states()[0], SlotState::InSync);
 }
+
+/// A write to a row another holds waits for it, and `status` counts the wait (`row_locks`).
+#[test]
+fn a_write_to_a_held_row_waits_and_status_counts_it() {
+    let sh = shape(Level::Raid5, 5, 8);
+    let m = mem_members(&sh, "d", 5);
+    let (c, _) = controller(&sh, &m, Options::default());
+    let c = Arc::new(c);
+    let before = c.status()["row_locks"].clone();
+    assert_eq!(
+        (before["waits"].as_u64(), before["wait_ms"].as_f64()),
+        (Some(0), Some(0.0))
+    );
+    let held = c.locks.lock_row(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w = {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            c.write(0, &pattern(7, BLOCK), false).unwrap();
+        })
+    };
+    rx.recv().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    drop(held);
+    w.join().unwrap();
+    let st = c.status()["row_locks"].clone();
+    assert_eq!(st["waits"].as_u64(), Some(1), "{st}");
+    assert!(st["wait_ms"].as_f64().unwrap() >= 10.0, "{st}");
+    let mut got = vec![0u8; BLOCK];
+    c.read(0, &mut got).unwrap();
+    assert_eq!(got, pattern(7, BLOCK));
+}
