@@ -43,6 +43,9 @@ pub struct ControllerSpec {
     pub hit_ns: u64,
     /// Added to a request that went to the disks, after its last disk operation.
     pub miss_ns: u64,
+    /// Write-through writes hold their stripe rows until they complete; a second write to
+    /// a held row waits (`engine/timed/rowlock.rs`).
+    pub row_locks: bool,
 }
 
 /// A scheduled change to the array during a timed run.
@@ -293,6 +296,7 @@ fn controller_table(t: Option<Table<'_>>) -> Result<ControllerSpec> {
     let mut spec = ControllerSpec {
         hit_ns: 200_000,
         miss_ns: 0,
+        row_locks: true,
     };
     if let Some(mut t) = t {
         if let Some(us) = t.float("hit_us", 0.0, 1e9)? {
@@ -301,6 +305,7 @@ fn controller_table(t: Option<Table<'_>>) -> Result<ControllerSpec> {
         if let Some(us) = t.float("miss_us", 0.0, 1e9)? {
             spec.miss_ns = ms_to_ns(us / 1e3);
         }
+        spec.row_locks = t.bool_or("row_locks", spec.row_locks)?;
         t.finish()?;
     }
     Ok(spec)

@@ -102,6 +102,10 @@ pub struct TimedMetrics {
     pub disks: Vec<DiskMetrics>,
     /// Largest number of user requests in flight at once.
     pub outstanding_peak: u64,
+    /// Write-through writes that found a stripe row held by another write and waited, and
+    /// their waits in all (`controller.row_locks`).
+    pub row_lock_waits: u64,
+    pub row_lock_wait_ns: u64,
     /// Events the engine processed.
     pub events: u64,
     /// `(time, disk)` of every failure applied.
@@ -144,6 +148,11 @@ impl TimedMetrics {
         self.read_latency.put("read_latency", m);
         self.write_latency.put("write_latency", m);
         m.insert("outstanding_peak".into(), json!(self.outstanding_peak));
+        m.insert("row_lock_waits".into(), json!(self.row_lock_waits));
+        m.insert(
+            "row_lock_wait_ms".into(),
+            json!(self.row_lock_wait_ns as f64 / 1e6),
+        );
         m.insert("events".into(), json!(self.events));
         let wall_s = self.count.wall_ns as f64 / 1e9;
         let per_s = |n: u64| if wall_s > 0.0 { n as f64 / wall_s } else { 0.0 };

@@ -267,22 +267,22 @@ overhead_ms = 0.3
 #[test]
 fn timed_results_are_unchanged() {
     let cases: [(&str, String, u64); 9] = [
-        ("bench open", bench(20_000, ""), 0x44d8_8404_ed2b_aef5),
+        ("bench open", bench(20_000, ""), 0x0d22_c4ab_07b2_a035),
         (
             "bench closed 64",
             bench(20_000, "driver = \"closed\"\noutstanding = 64"),
-            0x4918_aa80_82e9_29d0,
+            0x56e4_9a41_af36_c0e8,
         ),
-        ("stow closed", STOW_CLOSED.into(), 0xbb4c_1144_891a_0ed7),
-        ("wow ramp", WOW_RAMP.into(), 0x0dbb_cbe6_9bbb_d9a9),
-        ("vdf rebuild", VDF_REBUILD.into(), 0xa6b4_0078_d3b3_2483),
-        ("pro rebuild", PRO_REBUILD.into(), 0x771d_1a06_7080_66a8),
-        ("rapid logical", RAPID_LOGICAL.into(), 0x3788_0f9e_b4d9_6c7e),
-        ("ncq sptf", NCQ_SPTF.into(), 0x2407_2fdb_1029_ee25),
+        ("stow closed", STOW_CLOSED.into(), 0xd26c_40ac_385f_af57),
+        ("wow ramp", WOW_RAMP.into(), 0x8c9c_62dd_5bde_7791),
+        ("vdf rebuild", VDF_REBUILD.into(), 0xcb8d_0710_4d2d_c20f),
+        ("pro rebuild", PRO_REBUILD.into(), 0xb815_857f_e476_e610),
+        ("rapid logical", RAPID_LOGICAL.into(), 0xf8ce_201a_f441_50a6),
+        ("ncq sptf", NCQ_SPTF.into(), 0x6e37_42de_3d26_3f79),
         (
             "sstf read-ahead",
             SSTF_READ_AHEAD.into(),
-            0xae8a_56d0_618d_681d,
+            0x1aa7_6e36_8206_08c5,
         ),
     ];
     let mut wrong = Vec::new();

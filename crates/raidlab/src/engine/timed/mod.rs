@@ -33,6 +33,7 @@ mod golden_tests;
 mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
+mod rowlock;
 mod sample;
 #[cfg(test)]
 mod tests;
@@ -71,6 +72,11 @@ struct Slot {
     writes: Vec<DiskOp>,
     /// Ramp level whose measured window the request arrived in.
     level: Option<u32>,
+    /// A write-through write's blocks (first, count), the stripe rows it holds or is
+    /// taking (first, last; `rowlock.rs`), and when it began to wait for one.
+    span: (u64, u64),
+    rows: Option<(u64, u64)>,
+    waiting_since_ns: Option<u64>,
 }
 
 /// Everything a timed run moves.
@@ -128,6 +134,10 @@ struct Sim<'e> {
     cf: Option<cachefail::CacheFail>,
     /// The bound of a unified read/write cache (`write_cache.unified`, `unified.rs`).
     unified: Option<crate::cache::write::unified::Unified>,
+    /// Rows held by write-through writes (`controller.row_locks`), and the rows a release
+    /// just handed to waiters (scratch).
+    row_locks: rowlock::RowLocks,
+    handed: Vec<(u32, u64)>,
 }
 
 /// Run one experiment in timed mode. `progress(requests_since_last_call)` is called every
@@ -265,6 +275,8 @@ impl<'e> Sim<'e> {
             log,
             cf,
             unified: unified::build(exp),
+            row_locks: rowlock::RowLocks::default(),
+            handed: Vec::new(),
         })
     }
 
@@ -512,6 +524,7 @@ impl<'e> Sim<'e> {
         // Requests record only their own direction's latency (`user.rs`); all of them
         // together are the two merged.
         debug_assert_eq!(self.m.latency.count(), 0);
+        debug_assert!(self.row_locks.is_idle(), "every write released its rows");
         self.m.latency.merge(&self.m.read_latency);
         self.m.latency.merge(&self.m.write_latency);
         // Disks and series close at the last event, which a rebuild or a write cache's final

@@ -84,6 +84,9 @@ impl<'e> Sim<'e> {
             s.pending = 0;
             s.writes.clear();
             s.level = self.sampler.level_of(now);
+            s.span = (first, count);
+            s.rows = None;
+            s.waiting_since_ns = None;
         }
         self.outstanding += 1;
         self.m.outstanding_peak = self.m.outstanding_peak.max(self.outstanding);
@@ -91,19 +94,7 @@ impl<'e> Sim<'e> {
             return self.wb_write(now, slot, first, count);
         }
         if !is_read {
-            // Write-through: the planner's reads join the read phase, its writes wait.
-            match &self.array {
-                Some(a) => a.plan_write(first, count, &mut self.plan),
-                None => single_disk(&mut self.plan, Op::Write, first, count),
-            }
-            tally(&self.plan, &mut self.m.count);
-            let s = &mut self.slots[slot as usize];
-            for op in &self.plan.ops {
-                match op.op {
-                    Op::Read => self.acc.ops.push(*op),
-                    Op::Write => s.writes.push(*op),
-                }
-            }
+            return self.write_through(now, slot);
         }
         self.acc.normalize();
         if is_read && self.cf.is_some() && self.recovery_read(now, slot, first, count)? {
@@ -119,6 +110,75 @@ impl<'e> Sim<'e> {
         let ops = std::mem::take(&mut self.acc.ops);
         let r = self.submit_all(now, slot, &ops);
         self.acc.ops = ops;
+        r
+    }
+
+    /// A write-through write: take its stripe rows (`controller.row_locks`), then plan it.
+    /// The planner's reads are its read phase and its writes wait for them.
+    fn write_through(&mut self, now: u64, slot: u32) -> Result<()> {
+        let (first, count) = self.slots[slot as usize].span;
+        if let (true, Some(a)) = (self.spec.controller.row_locks, &self.array) {
+            let rows = (a.stripe_of(first), a.stripe_of(first + count - 1));
+            self.slots[slot as usize].rows = Some(rows);
+            if self.row_locks.take(slot, rows.0, rows.1).is_some() {
+                self.slots[slot as usize].waiting_since_ns = Some(now);
+                self.m.row_lock_waits += 1;
+                return Ok(());
+            }
+        }
+        self.plan_write_through(now, slot)
+    }
+
+    /// Plan and issue a write-through write that holds its rows.
+    fn plan_write_through(&mut self, now: u64, slot: u32) -> Result<()> {
+        let (first, count) = self.slots[slot as usize].span;
+        if let Some(t) = self.slots[slot as usize].waiting_since_ns.take() {
+            self.m.row_lock_wait_ns += now - t;
+        }
+        match &self.array {
+            Some(a) => a.plan_write(first, count, &mut self.plan),
+            None => single_disk(&mut self.plan, Op::Write, first, count),
+        }
+        tally(&self.plan, &mut self.m.count);
+        // Only the planner's reads: the write did not look anything up for the disks.
+        self.acc.ops.clear();
+        let s = &mut self.slots[slot as usize];
+        for op in &self.plan.ops {
+            match op.op {
+                Op::Read => self.acc.ops.push(*op),
+                Op::Write => s.writes.push(*op),
+            }
+        }
+        self.acc.normalize();
+        if self.acc.ops.is_empty() {
+            return self.write_phase(now, slot);
+        }
+        let ops = std::mem::take(&mut self.acc.ops);
+        let r = self.submit_all(now, slot, &ops);
+        self.acc.ops = ops;
+        r
+    }
+
+    /// Request `slot` is done with its rows: hand each to its first waiter, and start every
+    /// waiter that now holds all of its rows.
+    fn release_rows(&mut self, now: u64, slot: u32) -> Result<()> {
+        let Some((r0, r1)) = self.slots[slot as usize].rows.take() else {
+            return Ok(());
+        };
+        let mut handed = std::mem::take(&mut self.handed);
+        handed.clear();
+        self.row_locks.release(r0, r1, &mut handed);
+        let mut r = Ok(());
+        for &(w, row) in &handed {
+            let last = self.slots[w as usize].rows.expect("a waiter has rows").1;
+            if row == last || self.row_locks.take(w, row + 1, last).is_none() {
+                r = self.plan_write_through(now, w);
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+        self.handed = handed;
         r
     }
 
@@ -238,6 +298,7 @@ impl<'e> Sim<'e> {
 
     /// Request `slot` completes at `now`.
     pub(super) fn finish(&mut self, now: u64, slot: u32) -> Result<()> {
+        self.release_rows(now, slot)?;
         let s = &self.slots[slot as usize];
         let latency = now - s.arrival_ns;
         self.rebuild.user_done(s.arrival_ns, latency);
