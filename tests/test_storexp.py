@@ -264,3 +264,27 @@ def test_a_rapid_backup_is_served_with_its_nvram_segment_buffers(tmp_path: Path)
     assert args[args.index("--workers") + 1] == "64" and args[args.index("--max-connections") + 1] == "128"
     args = serve_args(tree, tmp_path, connections=512)
     assert args[args.index("--workers") + 1] == "512" and args[args.index("--max-connections") + 1] == "528"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[1] / "experiments").glob("*.toml")),
+    ids=lambda p: p.stem,
+)
+def test_every_shipped_experiment_loads_and_its_store_cells_plan(path: Path) -> None:
+    """Each experiment file validates in the core (every run of its sweep), and where it has
+    a ``[report.store]`` table, the cells it keeps map onto ``raidlab serve`` options; a file
+    broken by a renamed key fails here, not an hour into a reproduction."""
+    from raidlab import reproduce, storexp
+
+    plan = reproduce.plan_file(path, skip_traces=True)
+    assert plan.trees or plan.skipped, path
+    store = plan.spec.get("store")
+    if store is None:
+        return
+    cells = storexp.cells(plan.trees, store, path)
+    # Every seed the table names is served (a `where` that drops a seed's runs is a typo).
+    assert {tree["run"]["seed"] for tree in cells} == set(store.get("seeds", [tree["run"]["seed"] for tree in cells]))
+    for tree in cells:
+        args = storexp.serve_args(tree, Path("cell"))
+        assert args[0] == "--timing" and args[1].startswith(tree["disk"]["preset"]), args
