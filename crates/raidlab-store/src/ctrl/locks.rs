@@ -88,6 +88,16 @@ impl Default for StripeLocks {
     }
 }
 
+/// A try-lock's guard, or `Err` when the bucket is held (a poisoned bucket is taken anyway,
+/// as `lock` says).
+fn free<G>(r: Result<G, TryLockError<G>>) -> Result<G, ()> {
+    match r {
+        Ok(g) => Ok(g),
+        Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+        Err(TryLockError::WouldBlock) => Err(()),
+    }
+}
+
 impl StripeLocks {
     /// The buckets of rows `first..=last`, ascending.
     fn buckets(first: u64, last: u64) -> Vec<usize> {
@@ -111,11 +121,7 @@ impl StripeLocks {
         let buckets = Self::buckets(first, last);
         let guards = self.take(
             &buckets,
-            |b| match self.table[b].try_write() {
-                Ok(g) => Ok(g),
-                Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
-                Err(TryLockError::WouldBlock) => Err(()),
-            },
+            |b| free(self.table[b].try_write()),
             |b| self.table[b].write().unwrap_or_else(|e| e.into_inner()),
         );
         for &b in &buckets {
@@ -145,11 +151,7 @@ impl StripeLocks {
         let buckets = Self::buckets(first, last);
         RowGuard::Shared(self.take(
             &buckets,
-            |b| match self.table[b].try_read() {
-                Ok(g) => Ok(g),
-                Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
-                Err(TryLockError::WouldBlock) => Err(()),
-            },
+            |b| free(self.table[b].try_read()),
             |b| self.table[b].read().unwrap_or_else(|e| e.into_inner()),
         ))
     }

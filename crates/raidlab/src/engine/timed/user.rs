@@ -100,10 +100,16 @@ impl<'e> Sim<'e> {
         if is_read && self.cf.is_some() && self.recovery_read(now, slot, first, count)? {
             return Ok(());
         }
-        if self.acc.ops.is_empty() && self.slots[slot as usize].writes.is_empty() {
+        debug_assert!(self.slots[slot as usize].writes.is_empty());
+        if self.acc.ops.is_empty() {
             // Served wholly from cache.
             return self.done_after(now, slot, self.spec.controller.hit_ns);
         }
+        self.submit_acc(now, slot)
+    }
+
+    /// Issue the read phase gathered in `acc`, or the write phase when there is none.
+    fn submit_acc(&mut self, now: u64, slot: u32) -> Result<()> {
         if self.acc.ops.is_empty() {
             return self.write_phase(now, slot);
         }
@@ -150,13 +156,7 @@ impl<'e> Sim<'e> {
             }
         }
         self.acc.normalize();
-        if self.acc.ops.is_empty() {
-            return self.write_phase(now, slot);
-        }
-        let ops = std::mem::take(&mut self.acc.ops);
-        let r = self.submit_all(now, slot, &ops);
-        self.acc.ops = ops;
-        r
+        self.submit_acc(now, slot)
     }
 
     /// Request `slot` is done with its rows: hand each to its first waiter, and start every
