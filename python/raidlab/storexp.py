@@ -309,6 +309,7 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         th = threading.Thread(target=replay, daemon=True)
         th.start()
         marks: dict[str, float] = {}
+        locks_at_start: dict[str, Any] = {}
         spare = 0
         for e in events:
             due = t0_unix + float(e.get("at_s", 0))
@@ -323,6 +324,7 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
                 # A new device as large as a member (add-spare allocates it in full).
                 with open(path, "wb") as f:
                     f.truncate((cell.arr / "disk0").stat().st_size)
+                locks_at_start = cell.status().get("row_locks") or {}
                 cell.ctl({"cmd": "add-spare", "path": str(path)})
                 marks.setdefault("rebuild_start", time.time())
         status_end: dict[str, Any] | None = None
@@ -375,6 +377,11 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
         m["store_util_mean"] = sum(util) / len(util) if util else math.nan
         # Rows the disk-oriented rebuild read twice: a user write fell between a job's reads.
         m["rebuild_rows_reread"] = ((status_end or final).get("last_rebuild") or {}).get("rows_reread", 0)
+        # Row-lock waits while the rebuild ran: shared ones are degraded reads and the
+        # rebuild's own writes waiting for users' writes; the rest are users' writes waiting.
+        end_locks = (status_end or final).get("row_locks") or {}
+        for k in ("waits", "wait_ms", "shared_waits", "shared_wait_ms"):
+            m[f"store_rebuild_row_lock_{k}"] = end_locks.get(k, 0) - locks_at_start.get(k, 0)
     elif "rebuild_start" in marks:
         m["rebuild_done"] = False
     timed = [mm["timing"] for mm in final["members"] if mm.get("timing")]
@@ -389,6 +396,8 @@ def run_store(tree: dict[str, Any], member_mib: int, workers: int, scratch: Path
     locks = final.get("row_locks") or {}
     m["store_row_lock_waits"] = locks.get("waits", 0)
     m["store_row_lock_wait_ms"] = locks.get("wait_ms", 0.0)
+    m["store_row_lock_shared_waits"] = locks.get("shared_waits", 0)
+    m["store_row_lock_shared_wait_ms"] = locks.get("shared_wait_ms", 0.0)
     wc = final.get("write_cache") or {}
     # The cells inject no cache failure (a `fail_cache` event is refused), so a backup that is
     # not in use at the end was lost by the store itself: the cell measured write-through

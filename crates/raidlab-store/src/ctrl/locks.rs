@@ -36,21 +36,30 @@ pub struct StripeLocks {
     table: Vec<RwLock<()>>,
     /// Per bucket: exclusive holds started plus holds ended (odd while one is held).
     holds: Vec<AtomicU64>,
-    /// Takings (one per call) that found one of their buckets held and waited.
+    /// Exclusive takings, then shared ones (one per call).
+    counts: [Counts; 2],
+}
+
+/// One kind of taking's contention.
+#[derive(Debug, Default)]
+struct Counts {
+    takings: AtomicU64,
+    /// Takings that found one of their buckets held and waited.
     waits: AtomicU64,
     /// Wall time those takings waited, in nanoseconds (real time, also under the scheduler,
     /// whose virtual clock must not be advanced by a counter).
     wait_ns: AtomicU64,
-    /// Calls to `lock` and `share`.
-    takings: AtomicU64,
 }
 
-/// The table's contention so far (see the module's text).
+/// The table's contention so far (see the module's text): in all, and of shared takings
+/// (degraded reads, rebuild runs and the disk-oriented rebuild's writes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Contention {
     pub takings: u64,
     pub waits: u64,
     pub wait_ns: u64,
+    pub shared_waits: u64,
+    pub shared_wait_ns: u64,
 }
 
 /// The held buckets; dropping it releases them.
@@ -81,9 +90,7 @@ impl Default for StripeLocks {
         StripeLocks {
             table: (0..BUCKETS).map(|_| RwLock::new(())).collect(),
             holds: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            waits: AtomicU64::new(0),
-            wait_ns: AtomicU64::new(0),
-            takings: AtomicU64::new(0),
+            counts: Default::default(),
         }
     }
 }
@@ -120,6 +127,7 @@ impl StripeLocks {
         // protects no data of its own, so carry on.
         let buckets = Self::buckets(first, last);
         let guards = self.take(
+            &self.counts[0],
             &buckets,
             |b| free(self.table[b].try_write()),
             |b| self.table[b].write().unwrap_or_else(|e| e.into_inner()),
@@ -150,6 +158,7 @@ impl StripeLocks {
     pub fn share(&self, first: u64, last: u64) -> RowGuard<'_> {
         let buckets = Self::buckets(first, last);
         RowGuard::Shared(self.take(
+            &self.counts[1],
             &buckets,
             |b| free(self.table[b].try_read()),
             |b| self.table[b].read().unwrap_or_else(|e| e.into_inner()),
@@ -160,11 +169,12 @@ impl StripeLocks {
     /// waiting (`take`); a call that waited at all counts once, with its whole wait.
     fn take<G>(
         &self,
+        counts: &Counts,
         buckets: &[usize],
         try_take: impl Fn(usize) -> Result<G, ()>,
         take: impl Fn(usize) -> G,
     ) -> Vec<G> {
-        self.takings.fetch_add(1, Ordering::Relaxed);
+        counts.takings.fetch_add(1, Ordering::Relaxed);
         let mut waited: Option<std::time::Instant> = None;
         let guards = buckets
             .iter()
@@ -176,19 +186,23 @@ impl StripeLocks {
             })
             .collect();
         if let Some(t0) = waited {
-            self.waits.fetch_add(1, Ordering::Relaxed);
+            counts.waits.fetch_add(1, Ordering::Relaxed);
             let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.wait_ns.fetch_add(ns, Ordering::Relaxed);
+            counts.wait_ns.fetch_add(ns, Ordering::Relaxed);
         }
         guards
     }
 
     /// Contention so far.
     pub fn contention(&self) -> Contention {
+        let [x, s] = [&self.counts[0], &self.counts[1]]
+            .map(|c| [&c.takings, &c.waits, &c.wait_ns].map(|a| a.load(Ordering::Relaxed)));
         Contention {
-            takings: self.takings.load(Ordering::Relaxed),
-            waits: self.waits.load(Ordering::Relaxed),
-            wait_ns: self.wait_ns.load(Ordering::Relaxed),
+            takings: x[0] + s[0],
+            waits: x[1] + s[1],
+            wait_ns: x[2] + s[2],
+            shared_waits: s[1],
+            shared_wait_ns: s[2],
         }
     }
 }
@@ -245,8 +259,7 @@ mod tests {
             locks.contention(),
             Contention {
                 takings: 2,
-                waits: 0,
-                wait_ns: 0
+                ..Default::default()
             }
         );
         let l = locks.clone();
@@ -262,8 +275,9 @@ mod tests {
         drop(w);
         waiter.join().unwrap();
         let c = locks.contention();
-        assert_eq!((c.takings, c.waits), (3, 1));
+        assert_eq!((c.takings, c.waits, c.shared_waits), (3, 1, 1));
         assert!(c.wait_ns >= 10_000_000, "waited {} ns", c.wait_ns);
+        assert_eq!(c.shared_wait_ns, c.wait_ns);
         // A shared taking of a shared-held bucket does not wait.
         drop(locks.share(9, 9));
         assert_eq!(locks.contention().waits, 1);

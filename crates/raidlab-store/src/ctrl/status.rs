@@ -170,6 +170,8 @@ impl Controller {
                 "takings": locks.takings,
                 "waits": locks.waits,
                 "wait_ms": locks.wait_ns as f64 / 1e6,
+                "shared_waits": locks.shared_waits,
+                "shared_wait_ms": locks.shared_wait_ns as f64 / 1e6,
             }),
             "row_writes": json!({
                 "rows": self.row_writes.load(std::sync::atomic::Ordering::Relaxed),

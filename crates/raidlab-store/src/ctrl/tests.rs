@@ -507,7 +507,11 @@ fn a_write_to_a_held_row_waits_and_status_counts_it() {
     drop(held);
     w.join().unwrap();
     let st = c.status()["row_locks"].clone();
-    assert_eq!(st["waits"].as_u64(), Some(1), "{st}");
+    assert_eq!(
+        (st["waits"].as_u64(), st["shared_waits"].as_u64()),
+        (Some(1), Some(0)),
+        "{st}"
+    );
     assert!(st["wait_ms"].as_f64().unwrap() >= 10.0, "{st}");
     let mut got = vec![0u8; BLOCK];
     c.read(0, &mut got).unwrap();
