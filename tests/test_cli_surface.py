@@ -347,6 +347,28 @@ def test_reproduce_lists_experiments_from_any_directory(tmp_path, capsys, monkey
     assert "did you mean vdf-rgr" in err and "known:" in err
 
 
+def test_reproduce_takes_a_path_to_one_experiment_file(tmp_path, capsys, monkeypatch) -> None:
+    """A path ending in .toml runs that file alone (not NAME*.toml beside it), wherever it is."""
+    monkeypatch.chdir(tmp_path)
+    tiny = (
+        '[report]\ntitle = "tiny"\nrows = ["cache.capacity_blocks"]\ncolumns = "cache.policy"\n'
+        'values = ["hit_ratio"]\n[workload.synthetic]\nkind = "zipf"\nkeys = 1000\nrequests = 2000\n'
+        '[cache]\npolicy = "lru"\ncapacity_blocks = 10\n[sweep]\n"cache.policy" = ["lru", "fifo"]\n'
+        '"cache.capacity_blocks" = [10, 100]\n'
+    )
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "one.toml").write_text(tiny)
+    (d / "one-more.toml").write_text(tiny.replace('title = "tiny"', 'title = "other"'))
+    assert main(["reproduce", str(d / "one.toml"), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "one" / "report.html").exists()
+    assert not (tmp_path / "out" / "one-more").exists()
+    capsys.readouterr()
+    assert main(["reproduce", str(d / "none.toml")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "none.toml: no such experiment file" in err
+
+
 # ---- result store -------------------------------------------------------------------------
 
 

@@ -356,14 +356,22 @@ def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.name in ("all", "scoreboard"):
         return reproduce_all(args, where, console, run=args.name == "all")
+    name, exact = args.name, False
+    if name.endswith(".toml"):
+        # A path to one experiment file: that file alone, wherever it is.
+        path = Path(name)
+        if not path.is_file():
+            raise _core.ConfigError(f"{name}: no such experiment file (give a NAME from `raidlab reproduce`, or a path to a .toml)")
+        where, name, exact = path.parent, path.stem, True
     if getattr(args, "store", False):
         from raidlab.reproduce import reproduce_store
 
-        report = reproduce_store(args.name, experiments_dir=where, out_dir=Path(args.out), console=console)
+        report = reproduce_store(name, experiments_dir=where, out_dir=Path(args.out), console=console)
         console.print(f"report written to [bold]{report}[/bold]")
         return 0
     report = reproduce(
-        args.name,
+        name,
+        exact=exact,
         experiments_dir=where,
         out_dir=Path(args.out),
         skip_traces=args.skip_traces,
@@ -493,7 +501,7 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument(
                 "name",
                 nargs="?",
-                help="experiment name; 'all' runs every one and writes OUT/scoreboard.html, 'scoreboard' only writes it (without a name: list the experiments)",
+                help="experiment name, or a path to one .toml file (that file alone); 'all' runs every one and writes OUT/scoreboard.html, 'scoreboard' only writes it (without a name: list the experiments)",
             )
             c.add_argument("--skip-traces", action="store_true", help="only runs on synthetic workloads")
             c.add_argument(
