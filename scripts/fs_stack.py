@@ -332,6 +332,17 @@ class Rig:
         if mounted(att.fuse):
             left.append(f"mount {att.fuse}")
         if att.loop:
+            # A lazily unmounted file system lives on until it lets go of its device (an XFS
+            # shut down by the kill took a second more in one run), and the next mount of the
+            # same file system then fails: XFS refuses a second file system with its UUID.
+            # Its instance is /sys/fs/TYPE/loopN; the device cannot be reused while it lives,
+            # so the directory going is this file system going, and the wait is bounded.
+            name = Path(att.loop).name
+            instances = [Path(f"/sys/fs/{t}/{name}") for t in ("xfs", "ext4")]
+            try:
+                wait_for(lambda: not any(p.exists() for p in instances), 20, f"the file system on {att.loop} to go")
+            except RuntimeError:
+                left.append(f"file system on {att.loop}")
             # A lazily unmounted file system releases its loop device when it lets go of it;
             # losetup -d has set autoclear, so the device goes then.
             dev = att.loop
