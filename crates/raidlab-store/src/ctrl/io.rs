@@ -316,13 +316,39 @@ impl Controller {
         self.intent_begin(r0, r1)?;
         let mut touched = SlotSet::default();
         let mut result = Ok(());
-        for row in r0..=r1 {
+        let piece = |row: u64| {
             let a = first.max(row * per_row);
             let b = (first + count).min((row + 1) * per_row);
-            let src = &data[((a - first) as usize) * BLOCK..((b - first) as usize) * BLOCK];
-            result = self.write_row(row, a, b - a, src, &mut touched);
-            if result.is_err() {
-                break;
+            (
+                row,
+                a,
+                b - a,
+                &data[((a - first) as usize) * BLOCK..((b - first) as usize) * BLOCK],
+            )
+        };
+        if r1 > r0 && self.fan_out(0..self.geo.disks()) {
+            // Slow members: the rows' read-modify-writes go out together, as the model plans
+            // a request's rows as one read phase and one write phase (written one after
+            // another, a write over two rows took two in series). Every row is attempted;
+            // the first error is the request's.
+            let rows: Vec<_> = (r0..=r1).map(piece).collect();
+            let done = fanout::each(true, rows, |(row, a, n, src)| {
+                let mut t = SlotSet::default();
+                (self.write_row(row, a, n, src, &mut t), t)
+            });
+            for (r, t) in done {
+                touched.union(t);
+                if result.is_ok() {
+                    result = r;
+                }
+            }
+        } else {
+            for row in r0..=r1 {
+                let (row, a, n, src) = piece(row);
+                result = self.write_row(row, a, n, src, &mut touched);
+                if result.is_err() {
+                    break;
+                }
             }
         }
         if let Some(cache) = &self.cache {

@@ -66,6 +66,13 @@ impl SlotSet {
         self.0[(slot / 64) as usize] |= 1 << (slot % 64);
     }
 
+    /// Add every slot of `other`.
+    pub fn union(&mut self, other: SlotSet) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a |= b;
+        }
+    }
+
     pub fn iter(self) -> impl Iterator<Item = u32> {
         (0..crate::format::DISKS_MAX)
             .filter(move |&i| self.0[(i / 64) as usize] & (1 << (i % 64)) != 0)
