@@ -21,6 +21,7 @@ pub mod io;
 pub mod locks;
 mod members;
 mod meta;
+pub mod write;
 pub use meta::{MetaError, MetaSink, NoMeta, SlotState, Snapshot};
 mod missing;
 mod ops;

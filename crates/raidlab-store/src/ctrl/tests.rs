@@ -57,11 +57,18 @@ pub(crate) fn controller(
     members: &[Arc<MemMember>],
     opts: Options,
 ) -> (Controller, Arc<Recorder>) {
+    let devs = members.iter().map(|m| m.clone() as Arc<dyn Member>);
+    controller_of(shape, devs.collect(), opts)
+}
+
+/// A controller over any members (a memory member wrapped in a timing model, say).
+pub(crate) fn controller_of(
+    shape: &Shape,
+    members: Vec<Arc<dyn Member>>,
+    opts: Options,
+) -> (Controller, Arc<Recorder>) {
     let rec = Arc::new(Recorder::default());
-    let devs = members
-        .iter()
-        .map(|m| Some(m.clone() as Arc<dyn Member>))
-        .collect();
+    let devs = members.into_iter().map(Some).collect();
     let c = Controller::new(
         shape.clone(),
         devs,
@@ -532,21 +539,8 @@ fn a_write_over_two_rows_on_slow_members_runs_the_rows_together() {
         .iter()
         .map(|m| Arc::new(TimedMember::new(m.clone() as Arc<dyn Member>, &spec).unwrap()))
         .collect();
-    let devs = timed
-        .iter()
-        .map(|t| Some(t.clone() as Arc<dyn Member>))
-        .collect();
-    let c = Controller::new(
-        sh.clone(),
-        devs,
-        Vec::new(),
-        None,
-        1,
-        Box::new(Arc::new(Recorder::default())),
-        Options::default(),
-    )
-    .unwrap();
-    c.init_intent(None);
+    let devs = timed.iter().map(|t| t.clone() as Arc<dyn Member>);
+    let (c, _) = controller_of(&sh, devs.collect(), Options::default());
     // A first write so the members' moving average says they are slow.
     c.write(0, &pattern(1, BLOCK), false).unwrap();
     let row_bytes = c.geo.blocks_per_stripe() * BLOCK as u64;

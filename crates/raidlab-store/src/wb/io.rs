@@ -399,11 +399,11 @@ impl WriteBack {
         self.ctl.check_range(offset, len)?;
         if self.kind == BackupKind::None {
             // No backup to replay anything: zero the members directly.
-            return crate::ctrl::io::zero_pieces(offset, len, |at, zeros| {
+            return crate::ctrl::write::zero_pieces(offset, len, |at, zeros| {
                 self.write_through(at / BLOCK as u64, zeros, fua)
             });
         }
-        crate::ctrl::io::zero_pieces(offset, len, |at, zeros| self.write(at, zeros, fua))
+        crate::ctrl::write::zero_pieces(offset, len, |at, zeros| self.write(at, zeros, fua))
     }
 
     /// NBD FLUSH: every write answered before it is durable. With a backup they already are
