@@ -287,15 +287,17 @@ impl LogBackup {
         Ok(())
     }
 
-    /// Sync every leg written since its last sync (under the state lock: the caller needs
-    /// them durable before it writes the superblock).
-    fn sync_dirty(&self, st: &mut State) -> io::Result<()> {
+    /// Sync every leg (under the state lock: the caller needs every batch written so far
+    /// durable before it writes the superblock). Every leg, not only those marked written
+    /// since their last sync: a commit's leader takes those marks and syncs its legs
+    /// without the lock, so a batch it wrote may be marked nowhere and not yet durable.
+    fn sync_all(&self, st: &mut State) -> io::Result<()> {
         if let Some(nv) = &self.nv {
             nv.sync().map_err(|e| self.fail_nv(st, e))?;
         }
-        let dirty = Geometry::dirty_legs(&st.dirty, self.geo.legs.len());
+        let all: Vec<usize> = (0..self.geo.legs.len()).collect();
         self.geo
-            .each_leg(&dirty, |leg| self.geo.legs[leg].0.sync())
+            .each_leg(&all, |leg| self.geo.legs[leg].0.sync())
             .map_err(|(leg, e)| self.fail(st, leg, e))?;
         st.dirty = [0; LOG_MEMBERS_MAX / 64];
         Ok(())
@@ -303,8 +305,9 @@ impl LogBackup {
 
     /// Write the in-DRAM tail to the superblock. Every batch written so far is synced
     /// first: the cleaner's copies must be durable before their originals may be lost.
+    /// (Rare: once per lap of the log.)
     fn persist_tail(&self, st: &mut State) -> io::Result<()> {
-        self.sync_dirty(st)?;
+        self.sync_all(st)?;
         self.write_supers(st).map_err(|(_, e)| e)
     }
 
