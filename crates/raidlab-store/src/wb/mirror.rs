@@ -29,6 +29,9 @@ use super::format::{
 };
 use crate::member::Member;
 
+mod slots;
+use slots::FreeSlots;
+
 const HEADERS_PER_PAGE: u64 = (BLOCK / SLOT_HEADER_BYTES) as u64;
 
 /// Bytes a mirror of `slots` records needs.
@@ -40,7 +43,7 @@ pub fn mirror_bytes(slots: u64) -> u64 {
 struct State {
     epoch: u64,
     generation: u64,
-    free: Vec<u32>,
+    free: FreeSlots,
     /// Slot-header clears written, and how many of them a finished sync covers. Clears of
     /// two versions of one page must become durable in version order (else a crash could
     /// keep the older record alone and replay it over the newer data), so a clear of a
@@ -65,11 +68,6 @@ impl std::fmt::Debug for MirrorBackup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "MirrorBackup({}, {} slots)", self.dev.path(), self.slots)
     }
-}
-
-fn free_list(slots: u64) -> Vec<u32> {
-    // Popped from the end: slot 0 first, so a small run uses the front of the file.
-    (0..slots as u32).rev().collect()
 }
 
 impl MirrorBackup {
@@ -102,7 +100,7 @@ impl MirrorBackup {
             st: Mutex::new(State {
                 epoch,
                 generation,
-                free: free_list(slots),
+                free: FreeSlots::all(slots),
                 clears_written: 0,
                 clears_synced: 0,
                 failed: None,
@@ -207,8 +205,8 @@ impl MirrorBackup {
         assert!(h < self.slots, "handle {h} out of range");
         self.clear(st, h);
         st.clears_written += 1;
-        debug_assert!(!st.free.contains(&(h as u32)), "slot {h} released twice");
-        st.free.push(h as u32);
+        debug_assert!(!st.free.contains(h), "slot {h} released twice");
+        st.free.give(h);
         st.stats.live -= 1;
     }
 
@@ -243,7 +241,7 @@ impl Backup for MirrorBackup {
         if let Some(e) = &st.failed {
             return Err(io::Error::other(e.clone()));
         }
-        let Some(slot) = st.free.pop() else {
+        let Some(slot) = st.free.take() else {
             // The cache holds at most half the slots; running out is a bug, not a full cache.
             return Err(io::Error::other(format!(
                 "mirror {}: all {} slots in use",
@@ -258,7 +256,7 @@ impl Backup for MirrorBackup {
             .write_at(data, self.data_at(slot))
             .and_then(|()| self.dev.write_at(&hdr, self.header_at(slot)));
         if let Err(e) = r {
-            st.free.push(slot as u32);
+            st.free.give(slot);
             return Err(self.fail(&mut st, &e));
         }
         st.stats.records += 1;
@@ -370,7 +368,7 @@ impl Backup for MirrorBackup {
         write_super(&self.dev, 0, &s).map_err(|e| self.fail(&mut st, &e))?;
         st.generation = s.generation;
         st.epoch = s.epoch;
-        st.free = free_list(self.slots);
+        st.free = FreeSlots::all(self.slots);
         st.clears_synced = st.clears_written;
         st.failed = None;
         st.stats.live = 0;
@@ -449,8 +447,9 @@ mod tests {
         let s = m.scan().unwrap();
         assert_eq!(s.records.len(), 1);
         assert_eq!(m.stats().live, 1);
-        // The freed slot is taken next.
-        assert_eq!(m.put(rec(6, 3), &[1; BLOCK], &NoLive).unwrap(), 0);
+        // Slots are taken in address order from where the last one was: the freed slot 0
+        // only once the cursor wraps.
+        assert_eq!(m.put(rec(6, 3), &[1; BLOCK], &NoLive).unwrap(), 2);
     }
 
     #[test]
