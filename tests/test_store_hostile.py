@@ -131,6 +131,7 @@ def test_bad_limit_options_and_insecure_listen_exit_2(tmp_path: Path) -> None:
     for args, name in (
         (["--min-block", "3"], "--min-block"),
         (["--zero-piece-mib", "3"], "--zero-piece-mib"),
+        (["--poll-us", "1001"], "--poll-us"),
         (["--conn-payload-mib", "64", "--payload-mib", "32"], "--conn-payload-mib"),
         (["--idle-timeout", "0"], "--idle-timeout"),
         (["--workers", "1025"], "--workers"),

@@ -114,6 +114,7 @@ def serve(
     payload_mib: int = 128,
     conn_payload_mib: int = 32,
     zero_piece_mib: int = 4,
+    poll_us: int = 50,
     insecure: bool = False,
     force: bool = False,
     read_only: bool = False,

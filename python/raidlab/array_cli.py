@@ -170,6 +170,7 @@ def _serve(args: argparse.Namespace) -> int:
                 payload_mib=args.payload_mib,
                 conn_payload_mib=args.conn_payload_mib,
                 zero_piece_mib=args.zero_piece_mib,
+                poll_us=args.poll_us,
                 insecure=args.insecure,
                 force=args.force,
                 read_only=args.read_only,
@@ -257,6 +258,17 @@ def _print_scheduled(out: dict[str, Any], as_json: bool, console: Console) -> in
     return 0 if out["errors"] == 0 else 1
 
 
+def _micros(text: str) -> int:
+    """A whole number of microseconds, zero or more (the upper bound is the core's check)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of microseconds, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected zero or more microseconds, got {v}")
+    return v
+
+
 def _slot(text: str) -> int:
     try:
         n = int(text)
@@ -341,6 +353,7 @@ def add_commands(sub: Any, positive_int: Any) -> None:
     n.add_argument("--payload-mib", type=positive_int, default=128, help="payload memory over all connections, MiB (default 128)")
     n.add_argument("--conn-payload-mib", type=positive_int, default=32, help="payload memory per connection, MiB (default 32)")
     n.add_argument("--zero-piece-mib", type=positive_int, default=4, help="TRIM and WRITE_ZEROES run in pieces of this many MiB, a power of two (default 4)")
+    n.add_argument("--poll-us", type=_micros, default=50, metavar="US", help="a connection whose requests come back to back has its socket polled this long before its reader sleeps, and its lone requests run on the reader when the array answers in memory time; 0 to 1000, 0 never polls (default 50)")
     n.add_argument("--insecure", action="store_true", help="allow a --listen address other than loopback without --tls require")
     t = s.add_argument_group("TLS through NBD_OPT_STARTTLS, as nbdkit --tls (docs/store.md: TLS)")
     t.add_argument("--tls", default="off", metavar="off|on|require", help="off (default); on: clients may upgrade; require: every option before STARTTLS is refused")

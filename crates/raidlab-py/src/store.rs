@@ -57,7 +57,7 @@ pub fn array_examine(py: Python<'_>, dir: &str) -> PyResult<String> {
 /// Serve an array until SIGINT or SIGTERM; `ready(line)` is called once connections are
 /// accepted. Returns a JSON summary.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, rebuild_run_kib=None, rebuild_executor=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", max_destages=16, backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", log_nvram=None, log_nvram_slots=None, backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_psk=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
+#[pyo3(signature = (dir, listen, cache=None, cache_mib=None, rebuild_order="sequential", rebuild_min_kib_s=None, rebuild_max_kib_s=None, rebuild_run_kib=None, rebuild_executor=None, workers=None, ready=None, write_cache_mib=None, destage="stow", thresholds="80/20", max_destages=16, backup="mirror", backup_path=None, log_mode="physical", log_size=None, segment="128KiB", log_nvram=None, log_nvram_slots=None, backup_discard=false, min_block=1, handshake_timeout=10.0, idle_timeout=30.0, max_connections=128, payload_mib=128, conn_payload_mib=32, zero_piece_mib=4, poll_us=50, insecure=false, force=false, read_only=false, tls="off", tls_certificates=None, tls_psk=None, tls_verify_peer=false, log_format="text", log_level="info", event_program=None, event_timeout=30.0, timing=None, member_timeout=5.0, missing_grace=30.0))]
 #[allow(clippy::too_many_arguments)]
 pub fn serve(
     py: Python<'_>,
@@ -91,6 +91,7 @@ pub fn serve(
     payload_mib: u64,
     conn_payload_mib: u64,
     zero_piece_mib: u64,
+    poll_us: u64,
     insecure: bool,
     force: bool,
     read_only: bool,
@@ -134,6 +135,7 @@ pub fn serve(
         zero_piece_mib,
     )
     .map_err(|e| to_py(py, e))?;
+    opts.limits.poll = store_serve::poll_budget(poll_us).map_err(|e| to_py(py, e))?;
     opts.force = force;
     opts.read_only = read_only;
     opts.member_timeout = store_serve::seconds("--member-timeout", member_timeout, 0.05, 3600.0)

@@ -171,7 +171,16 @@ pub struct Limits {
     /// wrapped in [`SubBlock`] (read-modify-write); `None` keeps the backend's minimum and
     /// refuses unaligned requests with EINVAL.
     pub min_block: Option<u32>,
+    /// How long a connection's reader polls its socket (spinning, not sleeping) for the
+    /// next request after one, while the client's recent requests came within this time of
+    /// the previous one; such a client's requests then run on the reader when the backend
+    /// answers in memory time. Zero: always sleep, hand every lone request to a worker.
+    /// At most [`POLL_MAX`].
+    pub poll: Duration,
 }
+
+/// The longest [`Limits::poll`].
+pub const POLL_MAX: Duration = Duration::from_millis(1);
 
 impl Default for Limits {
     fn default() -> Self {
@@ -183,6 +192,7 @@ impl Default for Limits {
             conn_payload_budget: 32 << 20,
             zero_piece: 4 << 20,
             min_block: None,
+            poll: Duration::from_micros(50),
         }
     }
 }
@@ -195,6 +205,13 @@ impl Limits {
         }
         if self.idle_timeout.is_zero() {
             return Err("idle timeout must be positive".into());
+        }
+        if self.poll > POLL_MAX {
+            return Err(format!(
+                "poll time {} µs is more than {} µs",
+                self.poll.as_micros(),
+                POLL_MAX.as_micros()
+            ));
         }
         if !(1..=4096).contains(&self.max_connections) {
             return Err(format!(

@@ -156,11 +156,16 @@ impl Shared {
     /// the request, and on two cores it was most of the time per request (4 KiB random
     /// reads at depth 32 on a RAID-0 in tmpfs: 149 K IOPS handing every request off, 200 K
     /// with this). The last request of a burst still goes to a worker, so the reader's next
-    /// wait on the socket overlaps it; a slow backend (real disks) always uses the workers,
-    /// so one long request never holds up the requests behind it.
+    /// wait on the socket overlaps it, unless the client sends back to back and the reader
+    /// polls for its next request (`session.rs`, `Poll`); a slow backend (real disks) always
+    /// uses the workers, so one long request never holds up the requests behind it.
     pub(super) fn inline_ok(&self, cmd: Command) -> bool {
-        !matches!(cmd, Command::Flush)
-            && self.service_ns_avg.load(Ordering::Relaxed) < INLINE_SERVICE_NS_MAX
+        !matches!(cmd, Command::Flush) && self.memory_speed()
+    }
+
+    /// Whether the backend answers in memory time (its recent requests' average).
+    pub(super) fn memory_speed(&self) -> bool {
+        self.service_ns_avg.load(Ordering::Relaxed) < INLINE_SERVICE_NS_MAX
     }
 
     /// Run one request on the backend and send its reply.

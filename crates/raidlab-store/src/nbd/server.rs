@@ -90,6 +90,37 @@ impl Stream {
         };
     }
 
+    /// Wait up to `spin_ns` for bytes to arrive without sleeping (a non-blocking peek in a
+    /// loop); `true` when some are there. Plain sockets only.
+    pub(crate) fn spin_for_data(&self, spin_ns: u64) -> bool {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tls(_) => return false,
+        };
+        let t0 = std::time::Instant::now();
+        let mut b = [0u8; 1];
+        loop {
+            // SAFETY: a one-byte buffer we own; the descriptor is this stream's.
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    b.as_mut_ptr().cast(),
+                    1,
+                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
+                )
+            };
+            if n != -1 {
+                return true;
+            }
+            if t0.elapsed().as_nanos() as u64 >= spin_ns {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// End a TLS session with close_notify (briefly waiting); nothing on a plain socket.
     pub(crate) fn close_notify(&mut self) {
         if let Stream::Tls(s) = self {

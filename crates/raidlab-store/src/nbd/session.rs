@@ -95,6 +95,57 @@ impl Read for Deadline<'_> {
     }
 }
 
+/// Polling before sleeping (`Limits::poll`). A client that sends its next request soon
+/// after each reply (a queue depth of 1, or a client thread that runs one request after
+/// another) would otherwise cost two sleeps and wake-ups per request: the reader's, on the
+/// socket, and a worker's, handed the request. On two cores those were most of a 4 KiB read
+/// from tmpfs, and polling alone saved little, since the handoff still slept. So while the
+/// client's recent gaps were short, the reader polls the socket for up to the budget, and
+/// runs a lone request itself, both only when the backend answers in memory time. A client
+/// whose gaps are longer gets neither: its reader sleeps as before, and a slow backend
+/// always uses the workers.
+struct Poll {
+    budget_ns: u64,
+    /// Moving average (1/8 weight) of the time from the start of a wait for a request (its
+    /// reader idle, nothing buffered) to the request's header, each capped at four budgets
+    /// so one long pause does not stop polling for long.
+    gap_ns_avg: u64,
+}
+
+impl Poll {
+    fn new(budget: std::time::Duration) -> Poll {
+        let budget_ns = budget.as_nanos() as u64;
+        Poll {
+            budget_ns,
+            // Start as a slow client: a connection earns polling with a few short gaps.
+            gap_ns_avg: budget_ns,
+        }
+    }
+
+    /// Whether the client's recent requests came within the budget.
+    fn active(&self) -> bool {
+        self.gap_ns_avg < self.budget_ns
+    }
+
+    /// About to wait for a request with nothing buffered: poll first when active and the
+    /// backend answers in memory time (`fast`; with a slow one the poll would save little
+    /// and take a core from the requests in flight, or from disk-timed members' timing).
+    /// Returns when the wait began.
+    fn before(&self, stream: &Stream, fast: bool) -> Instant {
+        let t0 = Instant::now();
+        if fast && self.active() {
+            stream.spin_for_data(self.budget_ns);
+        }
+        t0
+    }
+
+    /// The request's header arrived (the wait began at `t0`).
+    fn after(&mut self, t0: Instant) {
+        let ns = (t0.elapsed().as_nanos() as u64).min(4 * self.budget_ns);
+        self.gap_ns_avg = self.gap_ns_avg - self.gap_ns_avg / 8 + ns / 8;
+    }
+}
+
 /// Read a request header. Waiting for its first byte has no limit (an idle client is
 /// fine); once it has started, each read must bring a byte within the socket's timeout (the
 /// idle timeout). `Ok(false)` on a clean end of stream between requests.
@@ -181,10 +232,18 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
     let mut head = [0u8; REQUEST_LEN];
     // The payload of requests the reader runs itself (grown to the largest, then reused).
     let mut inline_buf: Vec<u8> = Vec::new();
+    let mut poll = Poll::new(limits.poll);
     // One pass per request; ends with the client (end of stream, DISC) or a protocol error.
     while !conn.dead.load(Ordering::Relaxed) {
+        let waited = reader
+            .buffer()
+            .is_empty()
+            .then(|| poll.before(reader.get_ref(), shared.memory_speed()));
         if !read_header(&mut reader, &mut head)? {
             return Ok(());
+        }
+        if let Some(t0) = waited {
+            poll.after(t0);
         }
         let Some(req) = parse_request(&head) else {
             return Err(io::Error::new(
@@ -202,7 +261,7 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
             Decision::Run(cmd)
                 if shared.inline_ok(cmd)
                     && req.len as usize <= INLINE_BYTES_MAX
-                    && !reader.buffer().is_empty() =>
+                    && (!reader.buffer().is_empty() || poll.active()) =>
             {
                 let n = match cmd {
                     Command::Read | Command::Write { .. } => req.len as usize,
@@ -254,4 +313,48 @@ fn receive(shared: &Shared, reader: &mut BufReader<Stream>, job: &mut Job) -> io
         got += n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Poll;
+    use std::time::{Duration, Instant};
+
+    fn gap(p: &mut Poll, us: u64) {
+        p.after(Instant::now() - Duration::from_micros(us));
+    }
+
+    #[test]
+    fn polling_is_earned_by_short_gaps_and_lost_by_long_ones() {
+        let mut p = Poll::new(Duration::from_micros(50));
+        // A new connection counts as a slow client.
+        assert!(!p.active());
+        gap(&mut p, 10);
+        assert!(p.active(), "one short gap: 50 - 50/8 + 10/8 = 45 µs");
+        for _ in 0..20 {
+            gap(&mut p, 10);
+        }
+        assert!(p.active());
+        // A long pause counts as four budgets: one is not enough to stop...
+        gap(&mut p, 10_000);
+        assert!(p.active(), "about 11 + 25 µs");
+        // ...a client that keeps pausing stops it, and short gaps bring it back.
+        gap(&mut p, 10_000);
+        gap(&mut p, 10_000);
+        assert!(!p.active());
+        for _ in 0..8 {
+            gap(&mut p, 10);
+        }
+        assert!(p.active());
+        // Gaps just over the budget never turn it on.
+        let mut p = Poll::new(Duration::from_micros(50));
+        for _ in 0..50 {
+            gap(&mut p, 60);
+        }
+        assert!(!p.active());
+        // A zero budget never polls.
+        let mut p = Poll::new(Duration::ZERO);
+        gap(&mut p, 0);
+        assert!(!p.active());
+    }
 }

@@ -109,6 +109,22 @@ pub fn default_limits() -> Limits {
     }
 }
 
+/// `serve --poll-us`: how long a connection's reader polls for the next request
+/// (`nbd::Limits::poll`), 0 to 1,000 µs.
+pub fn poll_budget(us: u64) -> Result<Duration> {
+    let d = Duration::from_micros(us);
+    if d > crate::nbd::POLL_MAX {
+        return Err(Error::config(
+            "--poll-us",
+            format!(
+                "expected 0 to {} microseconds, got {us}",
+                crate::nbd::POLL_MAX.as_micros()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
 /// Build the NBD limits from `serve`'s options; each bad value is a config error naming
 /// its option.
 pub fn nbd_limits(
@@ -175,6 +191,7 @@ pub fn nbd_limits(
         conn_payload_budget: conn_payload as usize,
         zero_piece,
         min_block: Some(min_block),
+        poll: Limits::default().poll,
     };
     // Everything was checked above; this keeps the two checks from drifting apart.
     limits
