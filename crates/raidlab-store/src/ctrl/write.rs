@@ -88,20 +88,11 @@ impl Controller {
         src: &[u8],
         touched: &mut SlotSet,
     ) -> Result<(), IoFail> {
-        self.write_row_with(row, touched, |touched| {
+        // Attempts until one succeeds; then a full disk is the request's error, any other
+        // failed write fails its member.
+        let failed = self.with_retries(format_args!("row {row}"), || {
             self.write_row_once(row, first, count, src, touched)
-        })
-    }
-
-    /// Run `once` (one attempt at a row's write) until it succeeds, then settle its failed
-    /// writes: a full disk is the request's error, any other failure fails its member.
-    fn write_row_with(
-        &self,
-        row: u64,
-        touched: &mut SlotSet,
-        mut once: impl FnMut(&mut SlotSet) -> RowAttempt,
-    ) -> Result<(), IoFail> {
-        let failed = self.with_retries(format_args!("row {row}"), || once(touched))?;
+        })?;
         self.settle_row_writes(row, failed)
     }
 

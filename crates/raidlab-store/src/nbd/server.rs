@@ -91,13 +91,13 @@ impl Stream {
     }
 
     /// Wait up to `spin_ns` for bytes to arrive without sleeping (a non-blocking peek in a
-    /// loop); `true` when some are there. Plain sockets only.
-    pub(crate) fn spin_for_data(&self, spin_ns: u64) -> bool {
+    /// loop). Plain sockets only (a TLS session returns at once).
+    pub(crate) fn spin_for_data(&self, spin_ns: u64) {
         use std::os::fd::AsRawFd;
         let fd = match self {
             Stream::Tcp(s) => s.as_raw_fd(),
             Stream::Unix(s) => s.as_raw_fd(),
-            Stream::Tls(_) => return false,
+            Stream::Tls(_) => return,
         };
         let t0 = std::time::Instant::now();
         let mut b = [0u8; 1];
@@ -111,11 +111,8 @@ impl Stream {
                     libc::MSG_PEEK | libc::MSG_DONTWAIT,
                 )
             };
-            if n != -1 {
-                return true;
-            }
-            if t0.elapsed().as_nanos() as u64 >= spin_ns {
-                return false;
+            if n != -1 || t0.elapsed().as_nanos() as u64 >= spin_ns {
+                return;
             }
             std::hint::spin_loop();
         }

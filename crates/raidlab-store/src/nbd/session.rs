@@ -130,13 +130,16 @@ impl Poll {
     /// About to wait for a request with nothing buffered: poll first when active and the
     /// backend answers in memory time (`fast`; with a slow one the poll would save little
     /// and take a core from the requests in flight, or from disk-timed members' timing).
-    /// Returns when the wait began.
-    fn before(&self, stream: &Stream, fast: bool) -> Instant {
+    /// Returns when the wait began (`None` with polling off: no clock read per request).
+    fn before(&self, stream: &Stream, fast: bool) -> Option<Instant> {
+        if self.budget_ns == 0 {
+            return None;
+        }
         let t0 = Instant::now();
         if fast && self.active() {
             stream.spin_for_data(self.budget_ns);
         }
-        t0
+        Some(t0)
     }
 
     /// The request's header arrived (the wait began at `t0`).
@@ -235,10 +238,11 @@ fn serve_connection(shared: &Shared, stream: Stream, conn: &Arc<Conn>) -> io::Re
     let mut poll = Poll::new(limits.poll);
     // One pass per request; ends with the client (end of stream, DISC) or a protocol error.
     while !conn.dead.load(Ordering::Relaxed) {
-        let waited = reader
-            .buffer()
-            .is_empty()
-            .then(|| poll.before(reader.get_ref(), shared.memory_speed()));
+        let waited = if reader.buffer().is_empty() {
+            poll.before(reader.get_ref(), shared.memory_speed())
+        } else {
+            None
+        };
         if !read_header(&mut reader, &mut head)? {
             return Ok(());
         }

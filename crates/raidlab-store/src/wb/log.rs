@@ -295,7 +295,7 @@ impl LogBackup {
         if let Some(nv) = &self.nv {
             nv.sync().map_err(|e| self.fail_nv(st, e))?;
         }
-        let all: Vec<usize> = (0..self.geo.legs.len()).collect();
+        let all = self.geo.all_legs();
         self.geo
             .each_leg(&all, |leg| self.geo.legs[leg].0.sync())
             .map_err(|(leg, e)| self.fail(st, leg, e))?;
@@ -315,7 +315,7 @@ impl LogBackup {
     fn write_supers(&self, st: &mut State) -> Result<(), (String, io::Error)> {
         st.generation += 1;
         let (generation, epoch, tail) = (st.generation, st.epoch, st.tail);
-        let all: Vec<usize> = (0..self.geo.legs.len()).collect();
+        let all = self.geo.all_legs();
         let written = self.geo.each_leg(&all, |i| {
             let (dev, base, _) = &self.geo.legs[i];
             let s = self.geo.super_for(i, generation, epoch, tail, self.uuid);

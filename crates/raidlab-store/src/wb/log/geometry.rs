@@ -35,6 +35,11 @@ impl Geometry {
     /// superblock update of a logical log over 16 disk-timed members took 16 member writes'
     /// time under the log's lock, and every put waited that long. The first error, with its
     /// leg.
+    /// Every leg's index.
+    pub fn all_legs(&self) -> Vec<usize> {
+        (0..self.legs.len()).collect()
+    }
+
     pub fn each_leg(
         &self,
         legs: &[usize],

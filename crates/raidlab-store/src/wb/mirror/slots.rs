@@ -31,7 +31,7 @@ impl FreeSlots {
     }
 
     /// The first free slot at or after the cursor, wrapping; `None` when none is free.
-    pub(super) fn take(&mut self) -> Option<u32> {
+    pub(super) fn take(&mut self) -> Option<u64> {
         if self.free == 0 {
             return None;
         }
@@ -50,7 +50,7 @@ impl FreeSlots {
                 self.bits[w] &= !(1u64 << (slot % 64));
                 self.free -= 1;
                 self.cursor = if slot + 1 == self.slots { 0 } else { slot + 1 };
-                return Some(slot as u32);
+                return Some(slot);
             }
         }
         unreachable!("{} free slots counted, none found", self.free)
@@ -63,7 +63,7 @@ impl FreeSlots {
         self.free += 1;
     }
 
-    pub(super) fn contains(&self, slot: u64) -> bool {
+    fn contains(&self, slot: u64) -> bool {
         self.bits[(slot / 64) as usize] & (1u64 << (slot % 64)) != 0
     }
 }
@@ -75,8 +75,8 @@ mod tests {
     #[test]
     fn free_slots_are_taken_in_address_order_from_a_cursor_that_wraps() {
         let mut f = FreeSlots::all(130);
-        let taken: Vec<u32> = (0..130).map(|_| f.take().unwrap()).collect();
-        assert_eq!(taken, (0..130).collect::<Vec<u32>>());
+        let taken: Vec<u64> = (0..130).map(|_| f.take().unwrap()).collect();
+        assert_eq!(taken, (0..130).collect::<Vec<u64>>());
         assert_eq!(f.take(), None);
         for s in [129, 3, 70, 64] {
             f.give(s);
