@@ -88,10 +88,22 @@ impl Controller {
         src: &[u8],
         touched: &mut SlotSet,
     ) -> Result<(), IoFail> {
-        // Attempts until one succeeds; then a full disk is the request's error, any other
-        // failed write fails its member.
-        let failed = self.with_retries(format_args!("row {row}"), || {
-            self.write_row_once(row, first, count, src, touched)
+        // Attempts until one succeeds (each `Ok(devices that failed a write)`, or
+        // `Err(Ok(fault))` for a read failure); then a full disk is the request's error, any
+        // other failed write fails its member.
+        let failed = self.with_retries(format_args!("row {row}"), || -> RowAttempt {
+            let st = self.read_state();
+            if let Some(d) = &st.dead {
+                return Err(Err(IoFail::Failed(d.clone())));
+            }
+            SCRATCH.with(|s| {
+                let mut s = s.borrow_mut();
+                let (plan, ws, rs) = &mut *s;
+                st.array.plan_write(first, count, plan);
+                let pages = (first..first + count)
+                    .map(|lba| (lba, &src[((lba - first) as usize) * BLOCK..][..BLOCK]));
+                self.run_row_plan(&st, row, plan, ws, rs, pages, touched, None)
+            })
         })?;
         self.settle_row_writes(row, failed)
     }
@@ -113,29 +125,6 @@ impl Controller {
             self.fail_device(f, "write error")?;
         }
         Ok(())
-    }
-
-    /// One attempt; `Ok(devices that failed a write)`, `Err(Ok(fault))` for a read failure.
-    fn write_row_once(
-        &self,
-        row: u64,
-        first: u64,
-        count: u64,
-        src: &[u8],
-        touched: &mut SlotSet,
-    ) -> RowAttempt {
-        let st = self.read_state();
-        if let Some(d) = &st.dead {
-            return Err(Err(IoFail::Failed(d.clone())));
-        }
-        SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            let (plan, ws, rs) = &mut *s;
-            st.array.plan_write(first, count, plan);
-            let pages = (first..first + count)
-                .map(|lba| (lba, &src[((lba - first) as usize) * BLOCK..][..BLOCK]));
-            self.run_row_plan(&st, row, plan, ws, rs, pages, touched, None)
-        })
     }
 
     /// Carry out `plan`, the plan of a write of `pages` (each a block's address and new
